@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Sluice developer entry point: one script that installs, builds, tests and demos.
+#   ./build.sh deps    install the Debian 12 packages the project needs (apt-get)
+#   ./build.sh build   configure and build into build/ (runs deps first if needed)
+#   ./build.sh test    build, then run the whole test suite (ctest) and the fuzz smoke run
+#   ./build.sh demo    build, then run the default probe on the project's own trace
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+BUILD=${SLUICE_BUILD_DIR:-$ROOT/build}
+JOBS=${JOBS:-$(nproc)}
+
+# Packages: build toolchain, the fixed dependencies (DESIGN §13), and the tools tests use.
+PACKAGES=(build-essential cmake ninja-build pkg-config
+          clang-19 llvm-19-dev libclang-rt-19-dev
+          libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev)
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing: ${missing[*]}"
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+}
+
+build() {
+  deps
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+  fi
+  cmake --build "$BUILD" -j "$JOBS"
+}
+
+test_all() {
+  build
+  (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
+  fuzz_smoke
+}
+
+# Bounded libFuzzer run over the front end, from the seed corpus (every .pipe in the repo).
+fuzz_smoke() {
+  local secs=${SLUICE_FUZZ_SECONDS:-60}
+  local corpus="$BUILD/fuzz-corpus"
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  find configs examples tests/dsl -name '*.pipe' -exec cp -t "$corpus" {} +
+  echo "== fuzzing the .pipe front end for ${secs}s"
+  "$BUILD/tests/fuzz_pipe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+}
+
+demo() {
+  build
+  local sluice="$BUILD/engine/sluice"
+  echo "== sluice check configs/flowprobe.pipe"
+  "$sluice" check configs/flowprobe.pipe
+  echo "== sluice plan configs/flowprobe.pipe"
+  "$sluice" plan configs/flowprobe.pipe
+}
+
+case "${1:-build}" in
+  deps) deps ;;
+  build) build ;;
+  test) test_all ;;
+  fuzz) build; fuzz_smoke ;;
+  demo) demo ;;
+  *) echo "usage: $0 deps|build|test|fuzz|demo" >&2; exit 2 ;;
+esac

@@ -1,0 +1,150 @@
+// Element metadata: what each element class is, its typed ports and its
+// arguments with units, defaults and ranges. Every element file in elements/
+// declares its spec here once; the checker, `sluice elements` and the generated
+// reference (docs/elements.md) all read the same registry.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/value.hh"
+
+namespace sluice {
+
+enum class StreamType : uint8_t { Packets, Flows };
+const char *stream_type_name(StreamType t);
+
+struct PortSpec {
+  std::string name;
+  StreamType type = StreamType::Packets;
+  bool required = true;   // must be connected
+  bool multi = false;     // may take several connections (fan-out from an output, merge into an input)
+  bool variadic = false;  // the last port repeats: Tee has outputs 0..N-1
+  std::string doc;
+
+  static PortSpec packets(std::string name) { return {std::move(name), StreamType::Packets}; }
+  static PortSpec flows(std::string name) { return {std::move(name), StreamType::Flows}; }
+  PortSpec &&optional() && { required = false; return std::move(*this); }
+  PortSpec &&many() && { multi = true; return std::move(*this); }
+  PortSpec &&repeated() && { variadic = true; return std::move(*this); }
+  PortSpec &&describe(std::string d) && { doc = std::move(d); return std::move(*this); }
+};
+
+// An argument's problem found by a custom validator: message and byte offset of
+// the problem inside the value's text (for errors inside a filter expression).
+struct ArgProblem {
+  std::string message;
+  int offset = -1;  // -1: the whole value
+};
+using ArgValidator = std::function<std::optional<ArgProblem>(const Value &)>;
+
+struct ArgSpec {
+  std::string name;
+  ArgType type = ArgType::Count;
+  std::string doc;
+  std::string default_text;  // source text of the default ("1M", "15s"); empty with !required: no default
+  bool required = false;
+  bool positional = false;   // may be given without its keyword, in declaration order
+  bool list = false;         // also takes a list `[a, b, c]` of the type
+  bool has_min = false, has_max = false;
+  double min = 0, max = 0;   // in base units (ns, bytes, count, per second)
+  RateUnit rate_unit = RateUnit::Bits;
+  bool any_rate_unit = false;            // Rate: bits or packets per second
+  std::vector<std::string> choices;      // Symbol, or words also allowed beside another type
+  std::string element_class;             // Element: the class the referenced element must have
+  ArgValidator validate;                 // extra check after typing (e.g. filter syntax)
+
+  static ArgSpec make(std::string name, ArgType t) { ArgSpec a; a.name = std::move(name); a.type = t; return a; }
+  static ArgSpec count(std::string n) { return make(std::move(n), ArgType::Count); }
+  static ArgSpec bytes(std::string n) { return make(std::move(n), ArgType::Bytes); }
+  static ArgSpec duration(std::string n) { return make(std::move(n), ArgType::Duration); }
+  static ArgSpec rate(std::string n, RateUnit u) { auto a = make(std::move(n), ArgType::Rate); a.rate_unit = u; return a; }
+  static ArgSpec any_rate(std::string n) { auto a = make(std::move(n), ArgType::Rate); a.any_rate_unit = true; return a; }
+  static ArgSpec boolean(std::string n) { return make(std::move(n), ArgType::Bool); }
+  static ArgSpec string(std::string n) { return make(std::move(n), ArgType::String); }
+  static ArgSpec symbol(std::string n, std::vector<std::string> c) { auto a = make(std::move(n), ArgType::Symbol); a.choices = std::move(c); return a; }
+  static ArgSpec address(std::string n) { return make(std::move(n), ArgType::Address); }
+  static ArgSpec prefix(std::string n) { return make(std::move(n), ArgType::Prefix); }
+  static ArgSpec host_port(std::string n) { return make(std::move(n), ArgType::HostPort); }
+  static ArgSpec element(std::string n, std::string cls) { auto a = make(std::move(n), ArgType::Element); a.element_class = std::move(cls); return a; }
+  static ArgSpec fraction(std::string n) { return make(std::move(n), ArgType::Fraction); }
+
+  ArgSpec &&def(std::string text) && { default_text = std::move(text); return std::move(*this); }
+  ArgSpec &&needed() && { required = true; return std::move(*this); }
+  ArgSpec &&pos() && { positional = true; return std::move(*this); }
+  ArgSpec &&lists() && { list = true; return std::move(*this); }
+  ArgSpec &&at_least(double v) && { has_min = true; min = v; return std::move(*this); }
+  ArgSpec &&at_most(double v) && { has_max = true; max = v; return std::move(*this); }
+  ArgSpec &&range(double lo, double hi) && { has_min = has_max = true; min = lo; max = hi; return std::move(*this); }
+  ArgSpec &&or_words(std::vector<std::string> w) && { choices = std::move(w); return std::move(*this); }
+  ArgSpec &&check(ArgValidator v) && { validate = std::move(v); return std::move(*this); }
+  ArgSpec &&describe(std::string d) && { doc = std::move(d); return std::move(*this); }
+
+  // "count", "duration", "rate (bits/s)", "bi | uni", ...
+  std::string type_text() const;
+  // "1..1G", ">= 1ms", "" when unbounded; with units
+  std::string range_text() const;
+};
+
+enum ElementFlags : unsigned {
+  kSource = 1u << 0,          // starts lanes; its `queues` argument says how many
+  kThreadBoundary = 1u << 1,  // ends one segment and starts the next (Ring)
+};
+
+struct ElementSpec {
+  std::string name;
+  std::string group;    // "source", "packet", "flow", "export": for listings
+  std::string summary;  // one line
+  std::string doc;      // paragraphs
+  std::vector<PortSpec> inputs, outputs;
+  std::vector<ArgSpec> args;
+  unsigned flags = 0;
+
+  explicit ElementSpec(std::string n) : name(std::move(n)) {}
+  ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
+  ElementSpec &&brief(std::string s) && { summary = std::move(s); return std::move(*this); }
+  ElementSpec &&describe(std::string d) && { doc = std::move(d); return std::move(*this); }
+  ElementSpec &&input(PortSpec p) && { inputs.push_back(std::move(p)); return std::move(*this); }
+  ElementSpec &&output(PortSpec p) && { outputs.push_back(std::move(p)); return std::move(*this); }
+  ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
+  ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
+
+  bool is_source() const { return flags & kSource; }
+  bool is_thread_boundary() const { return flags & kThreadBoundary; }
+  const ArgSpec *find_arg(std::string_view n) const;
+  // Port index for a name ("flows"), or -1.
+  int input_index(std::string_view n) const;
+  int output_index(std::string_view n) const;
+  // The spec of port `i`, repeating the last one when it is variadic; nullptr if out of range.
+  const PortSpec *input_port(int i) const;
+  const PortSpec *output_port(int i) const;
+};
+
+class ElementRegistry {
+public:
+  static ElementRegistry &global();
+  // Registers a spec; a second spec with the same name is refused (returns false).
+  bool add(const ElementSpec *spec);
+  const ElementSpec *find(std::string_view name) const;
+  std::vector<const ElementSpec *> all() const;  // sorted by name
+  std::vector<std::string> names() const;
+
+private:
+  std::vector<const ElementSpec *> specs_;
+};
+
+struct RegisterElement {
+  explicit RegisterElement(const ElementSpec &spec) { ElementRegistry::global().add(&spec); }
+};
+
+}  // namespace sluice
+
+// In an element's .cc: `SLUICE_ELEMENT(spec_function)` where spec_function
+// returns a `const ElementSpec &` (a function-local static, so that
+// registration order never matters).
+#define SLUICE_ELEMENT_CAT2(a, b) a##b
+#define SLUICE_ELEMENT_CAT(a, b) SLUICE_ELEMENT_CAT2(a, b)
+#define SLUICE_ELEMENT(spec_fn) \
+  static ::sluice::RegisterElement SLUICE_ELEMENT_CAT(sluice_register_, __LINE__){spec_fn()}

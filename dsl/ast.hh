@@ -67,6 +67,7 @@ struct ElementRef {
 // a -> b, c -> d: each hop is a list of endpoints (fan-out / fan-in).
 struct Connection {
   std::vector<std::vector<ElementRef>> hops;
+  std::vector<SourceRange> arrows;  // arrows[i] joins hops[i] and hops[i + 1]
   SourceRange range;
 };
 

@@ -24,8 +24,8 @@ struct PortSpec {
   bool variadic = false;  // the last port repeats: Tee has outputs 0..N-1
   std::string doc;
 
-  static PortSpec packets(std::string name) { return {std::move(name), StreamType::Packets}; }
-  static PortSpec flows(std::string name) { return {std::move(name), StreamType::Flows}; }
+  static PortSpec packets(std::string name) { PortSpec p; p.name = std::move(name); return p; }
+  static PortSpec flows(std::string name) { PortSpec p; p.name = std::move(name); p.type = StreamType::Flows; return p; }
   PortSpec &&optional() && { required = false; return std::move(*this); }
   PortSpec &&many() && { multi = true; return std::move(*this); }
   PortSpec &&repeated() && { variadic = true; return std::move(*this); }
@@ -148,3 +148,8 @@ struct RegisterElement {
 #define SLUICE_ELEMENT_CAT(a, b) SLUICE_ELEMENT_CAT2(a, b)
 #define SLUICE_ELEMENT(spec_fn) \
   static ::sluice::RegisterElement SLUICE_ELEMENT_CAT(sluice_register_, __LINE__){spec_fn()}
+
+namespace sluice {
+// Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
+inline constexpr int kPluginAbi = 1;
+}  // namespace sluice

@@ -1,0 +1,20 @@
+// Whole-graph checks after expansion, and helpers for lane-bound values.
+#pragma once
+#include "dsl/ast.hh"
+#include "dsl/diagnostics.hh"
+#include "engine/graph.hh"
+
+namespace sluice {
+
+// Required ports left unconnected, ports connected more often than they
+// allow, and cycles.
+void check_graph(const ElementGraph &g, Diagnostics &diags);
+
+// Parses one file of `sm` into `out`; false on syntax errors (reported).
+bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out);
+
+// `$queue` (and "${queue}" inside strings) replaced by the lane's queue number.
+ast::Literal bind_queue(const ast::Literal &lit, int queue);
+bool uses_queue(const ast::Literal &lit);
+
+}  // namespace sluice

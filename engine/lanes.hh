@@ -1,0 +1,16 @@
+// Compiler passes after the front end: lane replication (one copy of the
+// graph per source queue, shared elements once, $queue bound) and
+// segmentation (a lane splits into segments at Rings and at merges into
+// shared elements; each segment becomes one thread's loop).
+#pragma once
+#include "dsl/diagnostics.hh"
+#include "engine/graph.hh"
+
+namespace sluice {
+
+// Builds `out` from a checked graph. Problems (an element fed by two sources
+// that is not shared, $queue outside a lane, ...) go to `diags`; returns false
+// when there were errors.
+bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out);
+
+}  // namespace sluice

@@ -1,0 +1,100 @@
+// The sluice command line as a user runs it: exit statuses, output formats.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+struct Run {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+static Run sluice(const std::string &args) {
+  std::string cmd = std::string("cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " ") + args + " 2>&1";
+  FILE *p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]") {
+  Run clean = sluice("check configs/flowprobe.pipe");
+  INFO(clean.out);
+  CHECK(clean.status == 0);
+  CHECK(clean.out.find("configs/flowprobe.pipe: ok (7 elements, 2 lanes, 5 segments)") != std::string::npos);
+
+  Run bad = sluice("check tests/dsl/invalid/arguments.pipe");
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("tests/dsl/invalid/arguments.pipe:3:24: error: unknown argument 'capcity' for FlowTable") != std::string::npos);
+  CHECK(bad.out.find("hint: did you mean 'capacity'?") != std::string::npos);
+  CHECK(bad.out.find(" errors, ") != std::string::npos);
+
+  CHECK(sluice("check").status == 2);
+  CHECK(sluice("check configs/flowprobe.pipe --bogus").status == 2);
+  CHECK(sluice("frobnicate").status == 2);
+  Run missing = sluice("check no/such.pipe");
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("cannot open 'no/such.pipe'") != std::string::npos);
+}
+
+TEST_CASE("sluice check --define", "[cli]") {
+  Run r = sluice("check configs/flowprobe.pipe --define QUEUES=4 -D COLLECTOR=[::1]:4739");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("4 lanes, 9 segments") != std::string::npos);
+  Run bad = sluice("check configs/flowprobe.pipe --define QUEUES=0");
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("<command line>") != std::string::npos);
+  CHECK(sluice("check configs/flowprobe.pipe --define QUEUES").status == 2);
+}
+
+TEST_CASE("sluice --help, --version, COMMAND --help", "[cli]") {
+  Run help = sluice("--help");
+  CHECK(help.status == 0);
+  for (const char *cmd : {"check", "plan", "elements"}) CHECK(help.out.find(cmd) != std::string::npos);
+  Run v = sluice("--version");
+  CHECK(v.status == 0);
+  CHECK(v.out.rfind("sluice ", 0) == 0);
+  Run ph = sluice("plan --help");
+  CHECK(ph.status == 0);
+  CHECK(ph.out.find("--format") != std::string::npos);
+}
+
+TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
+  Run t = sluice("plan configs/flowprobe.pipe");
+  INFO(t.out);
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("Meter@1/ft") != std::string::npos);
+  CHECK(t.out.find("lane 1: src queue 1") != std::string::npos);
+  CHECK(t.out.find("segment 0 (acquisition): src#0, Timestamp@1#0, Ring@1#0") != std::string::npos);
+  CHECK(t.out.find("feeds segment 1 (through Ring@1#0)") != std::string::npos);
+  CHECK(t.out.find("merge into exp") != std::string::npos);
+  CHECK(t.out.find("capacity 1M") != std::string::npos);
+  Run d = sluice("plan configs/flowprobe.pipe --format dot");
+  REQUIRE(d.status == 0);
+  CHECK(d.out.rfind("digraph sluice {", 0) == 0);
+  CHECK(d.out.find("subgraph cluster_segment_4") != std::string::npos);
+  CHECK(d.out.find("style=dashed") != std::string::npos);
+  CHECK(sluice("plan configs/flowprobe.pipe --format svgz").status == 2);
+}
+
+TEST_CASE("sluice elements lists and describes the library", "[cli]") {
+  Run list = sluice("elements");
+  REQUIRE(list.status == 0);
+  for (const char *e : {"RSSSource", "TrafficGen", "FlowTable", "GCSlicer", "IPFIXExporter", "NetFlowV9Exporter",
+                        "FlowLog", "PcapSink", "Ring", "Filter", "Timestamp", "Counter", "Tee", "Discard", "Sample"})
+    CHECK(list.out.find(e) != std::string::npos);
+  Run ft = sluice("elements FlowTable");
+  REQUIRE(ft.status == 0);
+  CHECK(ft.out.find("capacity") != std::string::npos);
+  CHECK(ft.out.find("flows") != std::string::npos);
+  CHECK(ft.out.find("30min") != std::string::npos);
+  Run typo = sluice("elements FlowTabel");
+  CHECK(typo.status == 2);
+  CHECK(typo.out.find("did you mean 'FlowTable'?") != std::string::npos);
+}

@@ -18,7 +18,7 @@ std::string port_label(const PortSpec &p, int index, bool output) {
   return std::string(output ? "output " : "input ") + std::to_string(index) + " ('" + p.name + "')";
 }
 
-void check_ports(const ElementGraph &g, Diagnostics &diags) {
+void check_ports(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool report_unconnected) {
   // connection indices per (element, port), for each direction
   std::vector<std::map<int, std::vector<int>>> outs(g.elements.size()), ins(g.elements.size());
   for (size_t i = 0; i < g.connections.size(); ++i) {
@@ -31,7 +31,7 @@ void check_ports(const ElementGraph &g, Diagnostics &diags) {
     auto check_side = [&](const std::vector<PortSpec> &ports, std::map<int, std::vector<int>> &used, bool output) {
       for (size_t p = 0; p < ports.size(); ++p) {
         const PortSpec &ps = ports[p];
-        if (ps.required && !used.count(static_cast<int>(p))) {
+        if (report_unconnected && !incomplete.count(static_cast<int>(ei)) && ps.required && !used.count(static_cast<int>(p))) {
           std::string hint = output ? (ps.type == StreamType::Packets ? "connect it, e.g. `-> Discard`" : "connect it to an exporter or FlowLog")
                                     : "connect something to it";
           auto &d = diags.error(e.range, port_label(ps, static_cast<int>(p), output) + " of '" + e.name + "' (" +
@@ -89,8 +89,8 @@ void check_cycles(const ElementGraph &g, Diagnostics &diags) {
 
 }  // namespace
 
-void check_graph(const ElementGraph &g, Diagnostics &diags) {
-  check_ports(g, diags);
+void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok) {
+  check_ports(g, diags, incomplete, syntax_ok);
   check_cycles(g, diags);
 }
 

@@ -1,5 +1,7 @@
 // Whole-graph checks after expansion, and helpers for lane-bound values.
 #pragma once
+#include <set>
+
 #include "dsl/ast.hh"
 #include "dsl/diagnostics.hh"
 #include "engine/graph.hh"
@@ -7,8 +9,10 @@
 namespace sluice {
 
 // Required ports left unconnected, ports connected more often than they
-// allow, and cycles.
-void check_graph(const ElementGraph &g, Diagnostics &diags);
+// allow, and cycles. Elements in `incomplete` lost a connection to an error
+// already reported: their unconnected ports are not reported again. After a
+// syntax error (statements dropped) no unconnected port is reported.
+void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok);
 
 // Parses one file of `sm` into `out`; false on syntax errors (reported).
 bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out);

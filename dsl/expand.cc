@@ -40,6 +40,7 @@ struct PortEnd {
 // A compound instance as seen from outside: where its inputs lead and where its outputs come from.
 struct CompoundInstance {
   std::string name, class_name;
+  bool broken = false;  // an error inside left its ports incomplete: connections to it are not checked
   std::vector<std::vector<PortEnd>> ins, outs;
 };
 
@@ -162,7 +163,7 @@ private:
       ss << in.rdbuf();
       int f = sm_.add(p.string(), ss.str());
       ast::File sub;
-      parse_file(sm_, f, diags_, sub);
+      if (!parse_file(sm_, f, diags_, sub)) ++syntax_errors_;
       collect_requires(sub, out);
     }
   }
@@ -258,6 +259,9 @@ private:
           diags_.error(ec->name_range, "elementclass '" + ec->name + "' has the name of a built-in element");
           continue;
         }
+        for (auto &inner : ec->body)
+          if (inner.kind == ast::Statement::Kind::Require)
+            diags_.error(inner.range, "'require' is only allowed at the top level of a file");
         auto [it, fresh] = scope.classes.emplace(ec->name, ClassDef{ec, &scope});
         if (!fresh) {
           diags_.error(ec->name_range, "redefinition of elementclass '" + ec->name + "'")
@@ -277,8 +281,6 @@ private:
         }
         scope.vars[d.name] = substitute(d.value, scope);
         scope.var_ranges[d.name] = d.range;
-      } else if (st.kind == ast::Statement::Kind::Require) {
-        diags_.error(st.range, "'require' is only allowed at the top level of a file");
       }
     }
     // 2. declarations, so that connections and references may come before them
@@ -519,6 +521,7 @@ private:
     inst->name = caller.prefix + name;
     inst->class_name = ec.name;
     scope->compound = inst.get();
+    int errors_before = diags_.error_count();
     stack_.push_back(&ec);
     context_.push_back(ref.range);
     diags_.push_context(note(ref.range, "in instantiation of '" + ec.name + "' here"));
@@ -526,6 +529,7 @@ private:
     diags_.pop_context();
     context_.pop_back();
     stack_.pop_back();
+    if (diags_.error_count() != errors_before) inst->broken = true;
     int index = static_cast<int>(compounds_.size());
     compounds_.push_back(std::move(inst));
     scopes_.push_back(std::move(scope));
@@ -575,6 +579,7 @@ private:
     }
     if (n.kind == NodeRef::Compound) {
       auto &c = *compounds_[n.index];
+      if (c.broken && port >= static_cast<int>(c.outs.size())) return {};
       if (port >= static_cast<int>(c.outs.size())) {
         diags_.error(where, "output port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
                                 std::to_string(c.outs.size()) + " output" + (c.outs.size() == 1 ? "" : "s"));
@@ -598,6 +603,7 @@ private:
     }
     if (n.kind == NodeRef::Compound) {
       auto &c = *compounds_[n.index];
+      if (c.broken && port >= static_cast<int>(c.ins.size())) return {};
       if (port >= static_cast<int>(c.ins.size())) {
         diags_.error(where, "input port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
                                 std::to_string(c.ins.size()) + " input" + (c.ins.size() == 1 ? "" : "s"));
@@ -608,8 +614,33 @@ private:
     return {};
   }
 
+  // A connection dropped for an error already reported leaves its ends
+  // incomplete; their unconnected ports are then not reported again.
+  void taint(const NodeRef &n) {
+    if (n.kind == NodeRef::Element) incomplete_.insert(n.index);
+    if (n.kind == NodeRef::Compound)
+      for (auto *side : {&compounds_[n.index]->ins, &compounds_[n.index]->outs})
+        for (auto &ends : *side)
+          for (auto &e : ends) incomplete_.insert(e.element);
+  }
+
   void connect(const NodeRef &from, const ast::ElementRef &fref, const NodeRef &to, const ast::ElementRef &tref,
                SourceRange arrow, Scope &scope) {
+    int before = diags_.error_count();
+    connect_checked(from, fref, to, tref, arrow, scope);
+    auto broken = [&](const NodeRef &n) { return n.kind == NodeRef::Compound && compounds_[n.index]->broken; };
+    if (diags_.error_count() != before || from.kind == NodeRef::None || to.kind == NodeRef::None || broken(from) ||
+        broken(to)) {
+      taint(from);
+      taint(to);
+      if (scope.compound && (from.kind == NodeRef::Input || to.kind == NodeRef::Output || from.kind == NodeRef::None ||
+                             to.kind == NodeRef::None))
+        scope.compound->broken = true;
+    }
+  }
+
+  void connect_checked(const NodeRef &from, const ast::ElementRef &fref, const NodeRef &to, const ast::ElementRef &tref,
+                       SourceRange arrow, Scope &scope) {
     if (from.kind == NodeRef::None || to.kind == NodeRef::None) return;  // already reported
     int fp, tp;
     if (!port_index(from, fref.out_port, true, fp) || !port_index(to, tref.in_port, false, tp)) return;
@@ -701,13 +732,18 @@ private:
   std::vector<const ast::ElementClass *> stack_;
   std::vector<SourceRange> context_;
   std::vector<PendingRef> pending_refs_;
+
+public:
+  std::set<int> incomplete_;
+  int syntax_errors_ = 0;  // in required files
 };
 
 bool finish(int main_file, const FrontendOptions &opts, SourceManager &sm, Diagnostics &diags, ElementGraph &out) {
   ast::File file;
-  parse_file(sm, main_file, diags, file);
-  Expander(sm, diags, out).run(file, opts);
-  check_graph(out, diags);
+  bool syntax_ok = parse_file(sm, main_file, diags, file);
+  Expander ex(sm, diags, out);
+  ex.run(file, opts);
+  check_graph(out, diags, ex.incomplete_, syntax_ok && ex.syntax_errors_ == 0);
   return !diags.has_errors();
 }
 

@@ -45,7 +45,7 @@ std::string_view Lexer::text(const SourceRange &r) const {
          | ((h16 ":"){0,3} h16)? "::" h16 ":" ls32
          | ((h16 ":"){0,4} h16)? "::" ls32
          | ((h16 ":"){0,5} h16)? "::" h16
-         | ((h16 ":"){0,6} h16)? "::";
+         | ((h16 ":"){0,6} h16) "::";  // not a bare "::": that is the declaration operator
   // an address must not run into a name: `ab::Cd(` is a declaration, not fe80-style hex
   after_addr = [^A-Za-z0-9_.:(];
   port   = digit{1,5};

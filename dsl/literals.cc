@@ -159,10 +159,13 @@ private:
     std::string suffix;
     bool integral;
     if (!split_number(lit.text, number, suffix, integral)) return fail("malformed number '" + lit.text + "'");
+    if (suffix.empty() && unit_required) {
+      if (number == 0) return value = 0, true;  // zero is zero in any unit
+      return fail(std::string(what) + " '" + lit.text + "' needs a unit",
+                  "write it with one of " + units_text + ", e.g. " + lit.text + units[n_units > 3 ? 3 : 1].suffix);
+    }
     for (size_t i = 0; i < n_units; ++i)
       if (suffix == units[i].suffix) {
-        if (suffix.empty() && unit_required && number != 0)
-          return fail(std::string(what) + " '" + lit.text + "' needs a unit", "write it with one of " + units_text + ", e.g. " + lit.text + units[n_units > 3 ? 3 : 1].suffix);
         value = number * units[i].scale;
         return true;
       }

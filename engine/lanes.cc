@@ -46,8 +46,8 @@ public:
     out_.graph = &g_;
     order_ = topological_order();
     compute_membership();
+    replicate();  // also when membership failed: it reports $queue misuse
     if (diags_.error_count() != errors) return false;
-    replicate();
     segment();
     return diags_.error_count() == errors;
   }
@@ -85,6 +85,14 @@ private:
       }
       if (e.shared) continue;
       auto &m = member_[v];
+      bool upstream_reported = false;  // report where lanes meet, not everything after
+      for (auto &c : g_.connections)
+        if (c.to == v && reported_.count(c.from)) upstream_reported = true;
+      if (upstream_reported) {
+        reported_.insert(v);
+        continue;
+      }
+      if (m.sources.size() > 1 || (!m.sources.empty() && m.after_shared)) reported_.insert(v);
       if (m.sources.size() > 1) {
         std::string names;
         for (int s : m.sources) names += (names.empty() ? "'" : ", '") + g_.elements[s].name + "'";
@@ -239,6 +247,7 @@ private:
   LaneGraph &out_;
   std::vector<int> order_;
   std::vector<Membership> member_;
+  std::set<int> reported_;  // elements with a membership error
   std::vector<std::vector<int>> node_of_;  // [element][lane, or lanes.size() for shared] -> node
 };
 

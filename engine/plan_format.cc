@@ -57,7 +57,7 @@ void print_plan_text(std::ostream &os, const std::string &config_name, const Lan
   for (const Element &e : g.elements) w = std::max(w, e.name.size());
   for (size_t i = 0; i < g.elements.size(); ++i) {
     const Element &e = g.elements[i];
-    os << "  " << std::left << std::setw(static_cast<int>(w)) << e.name << "  " << std::setw(18)
+    os << "  " << std::left << std::setw(static_cast<int>(w)) << e.name << "  " << std::setw(22)
        << ((e.shared ? "shared " : "") + e.spec->name);
     auto it = first.find(static_cast<int>(i));
     if (it != first.end()) os << "  " << format_args(it->second->args, true);

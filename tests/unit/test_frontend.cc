@@ -74,8 +74,8 @@ TEST_CASE("lanes and segments of the default probe", "[frontend]") {
   CHECK(shared.lane == -1);
   REQUIRE(shared.nodes.size() == 1);
   CHECK(lg.nodes[shared.nodes[0]].name == "exp");
-  // 3 + 3 nodes per lane, plus the exporter
-  CHECK(lg.nodes.size() == 15);
+  // 3 + 3 instances per lane, plus the one exporter
+  CHECK(lg.nodes.size() == 13);
 }
 
 TEST_CASE("$queue is bound per lane, also inside strings", "[frontend]") {
@@ -95,7 +95,7 @@ TEST_CASE("$queue is bound per lane, also inside strings", "[frontend]") {
   CHECK(seeds == std::vector<int64_t>{0, 1, 2});
 }
 
-TEST_CASE("--define overrides a define and may add new variables", "[frontend]") {
+TEST_CASE("a command-line define overrides a define and may add new variables", "[frontend]") {
   FrontendOptions opts;
   opts.defines = {{"Q", "4"}, {"DEV", "pcap:y.pcap"}};
   auto c = compile_text("define $Q 2;\nsrc :: RSSSource(device $DEV, queues $Q) -> Discard;", opts);
@@ -170,11 +170,11 @@ TEST_CASE("each check reports at the right place", "[frontend]") {
     {"r :: Ring(capacity 1s);", "test.pipe:1:20: error: wrong unit 's' for count 'capacity'"},
     {"r :: Ring(capacity 1G);", "test.pipe:1:20: error: value 1G is out of range for 'capacity'"},
     {"r :: Ring(capacity \"x\");", "test.pipe:1:20: error: 'capacity' expects count"},
-    {"g :: TrafficGen -> f :: Filter(\"ip\");\nf[2] -> Discard;", "test.pipe:2:2: error: output port 2 is out of range"},
+    {"g :: TrafficGen -> f :: Filter(\"ip\");\nf[2] -> Discard;", "test.pipe:2:3: error: output port 2 is out of range"},
     {"g :: TrafficGen -> FlowLog;", "test.pipe:1:17: error: stream type mismatch: packets output 0"},
     {"g :: TrafficGen -> Counter;", "test.pipe:1:20: error: output 0 ('out') of 'Counter@1' (Counter) is not connected"},
     {"g :: TrafficGen -> c :: Counter -> Discard;\nc -> Discard;", "test.pipe:2:3: error: output 0 ('out') of 'c' (Counter) is connected 2 times"},
-    {"g :: TrafficGen -> a :: Tee -> b :: Counter -> a;\na[1] -> Discard;", "test.pipe:1:43: error: this connection closes a cycle: a -> b -> a"},
+    {"g :: TrafficGen -> a :: Tee -> b :: Counter -> a;\na[1] -> Discard;", "test.pipe:1:45: error: this connection closes a cycle: a -> b -> a"},
     {"g :: TrafficGen(flows $N) -> Discard;", "test.pipe:1:23: error: undefined variable '$N'"},
     {"g :: TrafficGen -> Discard;\ng :: Counter;", "test.pipe:2:1: error: redefinition of element 'g'"},
     {"elementclass A { input -> A -> output; }\ng :: TrafficGen -> A -> Discard;", "test.pipe:1:27: error: recursive elementclass 'A'"},

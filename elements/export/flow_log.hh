@@ -1,0 +1,5 @@
+// FlowLog: flow records as CSV or JSON lines, to a file or stdout.
+#pragma once
+#include "engine/element_spec.hh"
+
+const sluice::ElementSpec &flow_log_spec();

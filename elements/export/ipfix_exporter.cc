@@ -1,0 +1,52 @@
+#include "elements/export/ipfix_exporter.hh"
+
+#include "elements/units.hh"
+
+using namespace sluice;
+using namespace sluice::units;
+
+const ElementSpec &ipfix_exporter_spec() {
+  static const ElementSpec spec =
+      ElementSpec("IPFIXExporter")
+          .in_group("export")
+          .brief("Export flows to an IPFIX collector (RFC 7011)")
+          .describe(
+              "Sends flow records as IPFIX messages (RFC 7011) to a collector over UDP or TCP. Each record "
+              "has the flow key, start and end times in milliseconds, packet and octet counts (octets at IP "
+              "level), the TCP flags and flowEndReason: 1 idle timeout, 2 active timeout, 3 end of flow, 4 "
+              "forced end, 5 lack of resources. Biflows from `FlowTable(direction bi)` are sent as RFC 5103 "
+              "biflows, their reverse fields under private enterprise number 29305.\n\n"
+              "Templates are sent before the data that uses them and, over UDP, again every "
+              "`template_refresh`, so that a collector started later can decode. No message exceeds `mtu`. "
+              "Sequence numbers count the data records sent per observation domain.\n\n"
+              "Declare it `shared` (`exp :: shared IPFIXExporter(...)`) to have one exporter, one sequence "
+              "and one socket fed by all lanes; otherwise each lane exports on its own. The output decodes "
+              "in tshark, nfdump (nfcapd) and pmacct (nfacctd).")
+          .arg(ArgSpec::host_port("collector")
+                   .needed()
+                   .pos()
+                   .describe("Where to send: `127.0.0.1:4739`, `[2001:db8::1]:4739` or "
+                             "`collector.example.net:4739`. 4739 is the IANA port for IPFIX."))
+          .arg(ArgSpec::symbol("transport", {"udp", "tcp"})
+                   .def("udp")
+                   .describe("`udp`, with templates resent every `template_refresh`, or `tcp`, with templates "
+                             "sent once per connection."))
+          .arg(ArgSpec::count("domain")
+                   .def("1")
+                   .range(0, 4294967295.0)
+                   .describe("Observation domain id, in every message header; collectors keep sequence "
+                             "numbers and templates per domain."))
+          .arg(ArgSpec::duration("template_refresh")
+                   .def("10min")
+                   .range(1 * kS, 1 * kDay)
+                   .describe("How often templates are resent over UDP. Not used over TCP."))
+          .arg(ArgSpec::bytes("mtu")
+                   .def("1500")
+                   .range(576, 9000)
+                   .describe("Largest packet an export message may fill, IP and transport headers included; "
+                             "records are packed into messages up to this size."))
+          .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
+  return spec;
+}
+
+SLUICE_ELEMENT(ipfix_exporter_spec);

@@ -1,0 +1,5 @@
+// IPFIXExporter: flow records to an IPFIX collector (RFC 7011, RFC 5103).
+#pragma once
+#include "engine/element_spec.hh"
+
+const sluice::ElementSpec &ipfix_exporter_spec();

@@ -1,0 +1,21 @@
+#include "elements/packet/counter.hh"
+
+using namespace sluice;
+
+const ElementSpec &counter_spec() {
+  static const ElementSpec spec =
+      ElementSpec("Counter")
+          .in_group("packet")
+          .brief("Count the packets and bytes passing through")
+          .describe(
+              "Counts the packets and bytes (frame length) that pass and hands them on unchanged. There is "
+              "one count per lane; `sluice ctl stats` and the metrics endpoint show them. Counting survives "
+              "JIT fusion, so it costs almost nothing in a fused loop.")
+          // several streams may be merged into one count (`f[match], f[reject] -> Counter`)
+          .input(PortSpec::packets("in").many().describe("Packets to count; may be connected several times, "
+                                                         "the streams are merged."))
+          .output(PortSpec::packets("out").describe("The same packets."));
+  return spec;
+}
+
+SLUICE_ELEMENT(counter_spec);

@@ -1,0 +1,17 @@
+#include "elements/packet/discard.hh"
+
+using namespace sluice;
+
+const ElementSpec &discard_spec() {
+  static const ElementSpec spec =
+      ElementSpec("Discard")
+          .in_group("packet")
+          .brief("Drop packets at the end of a branch")
+          .describe(
+              "Frees every packet it receives. It ends a branch whose packets are no longer needed, e.g. "
+              "after a Counter.")
+          .input(PortSpec::packets("in").many().describe("Packets to drop; takes any number of connections."));
+  return spec;
+}
+
+SLUICE_ELEMENT(discard_spec);

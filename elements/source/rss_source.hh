@@ -1,0 +1,5 @@
+// RSSSource: packets from a NIC or a virtual device, one lane per receive queue.
+#pragma once
+#include "engine/element_spec.hh"
+
+const sluice::ElementSpec &rss_source_spec();

@@ -98,3 +98,26 @@ TEST_CASE("sluice elements lists and describes the library", "[cli]") {
   CHECK(typo.status == 2);
   CHECK(typo.out.find("did you mean 'FlowTable'?") != std::string::npos);
 }
+
+TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][plugin]") {
+  std::string dir = SLUICE_TEST_PLUGIN_DIR;
+  auto write = [&](const std::string &name, const std::string &so) {
+    std::string path = dir + "/" + name;
+    FILE *f = fopen(path.c_str(), "w");
+    REQUIRE(f);
+    fprintf(f, "require \"%s\";\nsrc :: TrafficGen -> PluginCounter(5K) -> Discard;\n", so.c_str());
+    fclose(f);
+    return path;
+  };
+  Run good = sluice("check " + write("uses_plugin.pipe", "sample_plugin_good.so"));
+  INFO(good.out);
+  CHECK(good.status == 0);
+  Run old = sluice("check " + write("uses_old_plugin.pipe", "sample_plugin_old.so"));
+  INFO(old.out);
+  CHECK(old.status == 1);
+  CHECK(old.out.find("uses_old_plugin.pipe:1:9: error: plugin '") != std::string::npos);
+  CHECK(old.out.find("was built for ABI -1, this sluice has ABI 1") != std::string::npos);
+  Run none = sluice("check " + write("uses_no_plugin.pipe", "libc-is-not-here.so"));
+  CHECK(none.status == 1);
+  CHECK(none.out.find("cannot find required file 'libc-is-not-here.so'") != std::string::npos);
+}

@@ -119,6 +119,20 @@ public:
     collect_requires(main, statements);
     instantiate_body(statements, top_);
     resolve_pending_refs();
+    warn_unused(main.file_index);
+  }
+
+  // Defines and classes of the main file that nothing uses are likely typos
+  // (a library file's unused classes are not: it serves many configurations).
+  void warn_unused(int main_file) {
+    for (auto &[name, lit] : top_.vars) {
+      SourceRange r = top_.var_ranges[name];
+      if (r.begin.file == main_file && !used_vars_.count(&lit))
+        diags_.warning(r, "variable '$" + name + "' is defined but never used");
+    }
+    for (auto &[name, cd] : top_.classes)
+      if (cd.def->name_range.begin.file == main_file && !used_classes_.count(cd.def.get()))
+        diags_.warning(cd.def->name_range, "elementclass '" + name + "' is defined but never used");
   }
 
 private:
@@ -193,7 +207,10 @@ private:
     switch (lit.kind) {
       case ast::LiteralKind::Variable: {
         if (lit.text == "queue") return lit;
-        if (const ast::Literal *v = scope.find_var(lit.text)) return *v;
+        if (const ast::Literal *v = scope.find_var(lit.text)) {
+          used_vars_.insert(v);
+          return *v;
+        }
         undefined_var(lit.text, lit.range, scope);
         ast::Literal bad = lit;
         bad.kind = ast::LiteralKind::Word;
@@ -239,6 +256,7 @@ private:
       if (name == "queue") {
         out += "${queue}";
       } else if (const ast::Literal *v = scope.find_var(name)) {
+        used_vars_.insert(v);
         out += v->text;
       } else {
         undefined_var(name, lit.range, scope);
@@ -355,7 +373,10 @@ private:
   NodeRef instantiate(const ast::ElementRef &ref, const std::string &name, Scope &scope, bool anonymous = false) {
     const std::string &cls = ref.class_name.empty() ? ref.name : ref.class_name;
     SourceRange cls_range = ref.class_name.empty() ? ref.name_range : ref.class_range;
-    if (const ClassDef *cd = scope.find_class(cls)) return instantiate_compound(*cd, ref, name, scope);
+    if (const ClassDef *cd = scope.find_class(cls)) {
+      used_classes_.insert(cd->def.get());
+      return instantiate_compound(*cd, ref, name, scope);
+    }
     const ElementSpec *spec = ElementRegistry::global().find(cls);
     if (!spec) {
       bool bare_ref = anonymous && !ref.has_args && !ref.shared;
@@ -732,6 +753,8 @@ private:
   std::vector<const ast::ElementClass *> stack_;
   std::vector<SourceRange> context_;
   std::vector<PendingRef> pending_refs_;
+  std::set<const ast::Literal *> used_vars_;
+  std::set<const ast::ElementClass *> used_classes_;
 
 public:
   std::set<int> incomplete_;

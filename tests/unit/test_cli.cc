@@ -121,3 +121,16 @@ TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][p
   CHECK(none.status == 1);
   CHECK(none.out.find("cannot find required file 'libc-is-not-here.so'") != std::string::npos);
 }
+
+TEST_CASE("warnings alone leave the exit status 0", "[cli]") {
+  std::string path = std::string(SLUICE_TEST_PLUGIN_DIR) + "/warns.pipe";
+  FILE *f = fopen(path.c_str(), "w");
+  REQUIRE(f);
+  fputs("define $UNUSED 1;\nTrafficGen -> Discard;\n", f);
+  fclose(f);
+  Run r = sluice("check " + path);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("warns.pipe:1:1: warning: variable '$UNUSED' is defined but never used") != std::string::npos);
+  CHECK(r.out.find("0 errors, 1 warning") != std::string::npos);
+}

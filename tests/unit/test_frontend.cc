@@ -217,3 +217,13 @@ TEST_CASE("all errors of a file are reported in one run", "[frontend]") {
   CHECK(c->has("test.pipe:3:"));
   CHECK(c->has("test.pipe:4:"));
 }
+
+TEST_CASE("unused defines and classes of the main file are warnings, not errors", "[frontend]") {
+  auto c = compile_text("define $UNUSED 5s;\ndefine $N 1K;\nelementclass Idle { input -> output; }\n"
+                        "g :: TrafficGen(flows $N) -> Discard;");
+  INFO(c->printed);
+  CHECK(c->ok);
+  CHECK(c->lines == std::vector<std::string>{
+                        "test.pipe:1:1: warning: variable '$UNUSED' is defined but never used",
+                        "test.pipe:3:14: warning: elementclass 'Idle' is defined but never used"});
+}

@@ -13,7 +13,8 @@ JOBS=${JOBS:-$(nproc)}
 # Packages: build toolchain, the fixed dependencies (DESIGN §13), and the tools tests use.
 PACKAGES=(build-essential cmake ninja-build pkg-config
           clang-19 llvm-19-dev libclang-rt-19-dev
-          libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev)
+          libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev
+          graphviz)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

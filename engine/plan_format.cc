@@ -117,7 +117,8 @@ void print_plan_dot(std::ostream &os, const std::string &config_name, const Lane
     return out + "\"";
   };
   os << "digraph sluice {\n  label=" << q("sluice plan " + config_name) << ";\n  labelloc=t;\n"
-     << "  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n";
+     << "  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
+     << "  edge [fontname=\"Helvetica\", fontsize=9];\n";
   for (const Segment &s : lg.segments) {
     os << "  subgraph cluster_segment_" << s.id << " {\n    label=" << q(
         (s.lane < 0 ? std::string("shared") : "lane " + std::to_string(s.lane)) + ": " + segment_title(lg, s))
@@ -131,10 +132,16 @@ void print_plan_dot(std::ostream &os, const std::string &config_name, const Lane
   for (const Edge &e : lg.edges) {
     const Node &from = lg.nodes[e.from];
     const PortSpec *p = g.elements[from.element].spec->output_port(e.from_port);
-    os << "  n" << e.from << " -> n" << e.to << " [label=" << q(std::to_string(e.from_port) + "->" + std::to_string(e.to_port));
-    if (e.crosses_segments) os << ", style=dashed";
-    if (p && p->type == StreamType::Flows) os << ", color=blue";
-    os << "];\n";
+    // label only the edges that leave or enter a port other than 0
+    std::vector<std::string> attrs;
+    if (e.from_port || e.to_port)
+      attrs.push_back("label=" + q(port_text(*g.elements[from.element].spec, e.from_port, true) + " -> " +
+                                   std::to_string(e.to_port)));
+    if (e.crosses_segments) attrs.push_back("style=dashed");
+    if (p && p->type == StreamType::Flows) attrs.push_back("color=blue");
+    os << "  n" << e.from << " -> n" << e.to;
+    for (size_t i = 0; i < attrs.size(); ++i) os << (i ? ", " : " [") << attrs[i];
+    os << (attrs.empty() ? ";\n" : "];\n");
   }
   os << "}\n";
 }

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &flow_log_spec() {
   static const ElementSpec spec =
       ElementSpec("FlowLog")
@@ -25,3 +27,5 @@ const ElementSpec &flow_log_spec() {
 }
 
 SLUICE_ELEMENT(flow_log_spec);
+
+}  // namespace sluice::elements

@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &ipfix_exporter_spec() {
   static const ElementSpec spec =
       ElementSpec("IPFIXExporter")
@@ -50,3 +52,5 @@ const ElementSpec &ipfix_exporter_spec() {
 }
 
 SLUICE_ELEMENT(ipfix_exporter_spec);
+
+}  // namespace sluice::elements

@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &ipfix_exporter_spec();
+namespace sluice::elements {
+const ElementSpec &ipfix_exporter_spec();
+}  // namespace sluice::elements

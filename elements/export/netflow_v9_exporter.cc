@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &netflow_v9_exporter_spec() {
   static const ElementSpec spec =
       ElementSpec("NetFlowV9Exporter")
@@ -39,3 +41,5 @@ const ElementSpec &netflow_v9_exporter_spec() {
 }
 
 SLUICE_ELEMENT(netflow_v9_exporter_spec);
+
+}  // namespace sluice::elements

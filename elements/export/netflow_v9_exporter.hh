@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &netflow_v9_exporter_spec();
+namespace sluice::elements {
+const ElementSpec &netflow_v9_exporter_spec();
+}  // namespace sluice::elements

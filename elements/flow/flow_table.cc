@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &flow_table_spec() {
   static const ElementSpec spec =
       ElementSpec("FlowTable")
@@ -65,3 +67,5 @@ const ElementSpec &flow_table_spec() {
 }
 
 SLUICE_ELEMENT(flow_table_spec);
+
+}  // namespace sluice::elements

@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &flow_table_spec();
+namespace sluice::elements {
+const ElementSpec &flow_table_spec();
+}  // namespace sluice::elements

@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &gc_slicer_spec() {
   static const ElementSpec spec =
       ElementSpec("GCSlicer")
@@ -41,3 +43,5 @@ const ElementSpec &gc_slicer_spec() {
 }
 
 SLUICE_ELEMENT(gc_slicer_spec);
+
+}  // namespace sluice::elements

@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &gc_slicer_spec();
+namespace sluice::elements {
+const ElementSpec &gc_slicer_spec();
+}  // namespace sluice::elements

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &counter_spec() {
   static const ElementSpec spec =
       ElementSpec("Counter")
@@ -19,3 +21,5 @@ const ElementSpec &counter_spec() {
 }
 
 SLUICE_ELEMENT(counter_spec);
+
+}  // namespace sluice::elements

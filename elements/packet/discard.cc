@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &discard_spec() {
   static const ElementSpec spec =
       ElementSpec("Discard")
@@ -15,3 +17,5 @@ const ElementSpec &discard_spec() {
 }
 
 SLUICE_ELEMENT(discard_spec);
+
+}  // namespace sluice::elements

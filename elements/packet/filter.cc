@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &filter_spec() {
   static const ElementSpec spec =
       ElementSpec("Filter")
@@ -26,3 +28,5 @@ const ElementSpec &filter_spec() {
 }
 
 SLUICE_ELEMENT(filter_spec);
+
+}  // namespace sluice::elements

@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &pcap_sink_spec() {
   static const ElementSpec spec =
       ElementSpec("PcapSink")
@@ -30,3 +32,5 @@ const ElementSpec &pcap_sink_spec() {
 }
 
 SLUICE_ELEMENT(pcap_sink_spec);
+
+}  // namespace sluice::elements

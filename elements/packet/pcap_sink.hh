@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &pcap_sink_spec();
+namespace sluice::elements {
+const ElementSpec &pcap_sink_spec();
+}  // namespace sluice::elements

@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &ring_spec() {
   static const ElementSpec spec =
       ElementSpec("Ring")
@@ -31,3 +33,5 @@ const ElementSpec &ring_spec() {
 }
 
 SLUICE_ELEMENT(ring_spec);
+
+}  // namespace sluice::elements

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &sample_spec() {
   static const ElementSpec spec =
       ElementSpec("Sample")
@@ -24,3 +26,5 @@ const ElementSpec &sample_spec() {
 }
 
 SLUICE_ELEMENT(sample_spec);
+
+}  // namespace sluice::elements

@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &sample_spec();
+namespace sluice::elements {
+const ElementSpec &sample_spec();
+}  // namespace sluice::elements

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &tee_spec() {
   static const ElementSpec spec =
       ElementSpec("Tee")
@@ -20,3 +22,5 @@ const ElementSpec &tee_spec() {
 }
 
 SLUICE_ELEMENT(tee_spec);
+
+}  // namespace sluice::elements

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &timestamp_spec() {
   static const ElementSpec spec =
       ElementSpec("Timestamp")
@@ -26,3 +28,5 @@ const ElementSpec &timestamp_spec() {
 }
 
 SLUICE_ELEMENT(timestamp_spec);
+
+}  // namespace sluice::elements

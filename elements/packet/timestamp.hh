@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &timestamp_spec();
+namespace sluice::elements {
+const ElementSpec &timestamp_spec();
+}  // namespace sluice::elements

@@ -2,6 +2,8 @@
 
 using namespace sluice;
 
+namespace sluice::elements {
+
 const ElementSpec &rss_source_spec() {
   static const ElementSpec spec =
       ElementSpec("RSSSource")
@@ -50,3 +52,5 @@ const ElementSpec &rss_source_spec() {
 }
 
 SLUICE_ELEMENT(rss_source_spec);
+
+}  // namespace sluice::elements

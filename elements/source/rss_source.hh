@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &rss_source_spec();
+namespace sluice::elements {
+const ElementSpec &rss_source_spec();
+}  // namespace sluice::elements

@@ -5,6 +5,8 @@
 using namespace sluice;
 using namespace sluice::units;
 
+namespace sluice::elements {
+
 const ElementSpec &traffic_gen_spec() {
   static const ElementSpec spec =
       ElementSpec("TrafficGen")
@@ -70,3 +72,5 @@ const ElementSpec &traffic_gen_spec() {
 }
 
 SLUICE_ELEMENT(traffic_gen_spec);
+
+}  // namespace sluice::elements

@@ -2,4 +2,6 @@
 #pragma once
 #include "engine/element_spec.hh"
 
-const sluice::ElementSpec &traffic_gen_spec();
+namespace sluice::elements {
+const ElementSpec &traffic_gen_spec();
+}  // namespace sluice::elements

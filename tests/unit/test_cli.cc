@@ -134,3 +134,17 @@ TEST_CASE("warnings alone leave the exit status 0", "[cli]") {
   CHECK(r.out.find("warns.pipe:1:1: warning: variable '$UNUSED' is defined but never used") != std::string::npos);
   CHECK(r.out.find("0 errors, 1 warning") != std::string::npos);
 }
+
+TEST_CASE("Graphviz reads the plan's dot output", "[cli]") {
+  if (system("command -v dot >/dev/null 2>&1") != 0) {
+    WARN("skipped: Graphviz `dot` is not installed (./build.sh deps installs it)");
+    return;
+  }
+  for (const char *cfg : {"configs/flowprobe.pipe", "examples/two_exporters.pipe", "tests/dsl/valid/ports_and_fanout.pipe"}) {
+    Run r = sluice(std::string("plan ") + cfg + " --format dot | dot -Tsvg");
+    INFO(cfg << "\n" << r.out.substr(0, 2000));
+    CHECK(r.status == 0);
+    CHECK(r.out.find("<svg") != std::string::npos);
+    CHECK(r.out.find("Error") == std::string::npos);
+  }
+}

@@ -1,6 +1,5 @@
 #include "dsl/check.hh"
 
-#include <functional>
 #include <map>
 
 namespace sluice {
@@ -55,36 +54,55 @@ void check_ports(const ElementGraph &g, Diagnostics &diags, const std::set<int> 
   }
 }
 
+// Depth-first search with an explicit stack: a configuration may chain
+// thousands of elements, more than the call stack should hold.
 void check_cycles(const ElementGraph &g, Diagnostics &diags) {
   std::vector<std::vector<int>> adj(g.elements.size());  // connection indices out of each element
   for (size_t i = 0; i < g.connections.size(); ++i) adj[g.connections[i].from].push_back(static_cast<int>(i));
   enum { White, Grey, Black };
   std::vector<int> color(g.elements.size(), White);
-  std::vector<int> path;  // connection indices on the DFS stack
-  std::function<void(int)> dfs = [&](int v) {
-    color[v] = Grey;
-    for (int ci : adj[v]) {
+  struct Frame {
+    int element;
+    size_t next;  // next outgoing connection to follow
+    int via;      // connection that led here, -1 for a root
+  };
+  std::vector<Frame> stack;
+  for (size_t root = 0; root < g.elements.size(); ++root) {
+    if (color[root] != White) continue;
+    stack.push_back({static_cast<int>(root), 0, -1});
+    color[root] = Grey;
+    while (!stack.empty()) {
+      Frame &f = stack.back();
+      if (f.next == adj[f.element].size()) {
+        color[f.element] = Black;
+        stack.pop_back();
+        continue;
+      }
+      int ci = adj[f.element][f.next++];
       int w = g.connections[ci].to;
-      if (color[w] == Grey) {
-        // the cycle runs from w along the DFS path to v, then back to w
-        size_t k = 0;
-        for (size_t j = 0; j < path.size(); ++j)
-          if (g.connections[path[j]].to == w) k = j + 1;
-        std::string text = g.elements[w].name;
-        for (size_t j = k; j < path.size(); ++j) text += " -> " + g.elements[g.connections[path[j]].to].name;
-        text += " -> " + g.elements[w].name;
+      if (color[w] == White) {
+        color[w] = Grey;
+        stack.push_back({w, 0, ci});
+      } else if (color[w] == Grey) {
+        // the cycle runs from w along the stack to here, then back to w
+        size_t k = stack.size() - 1;
+        while (stack[k].element != w) --k;
+        std::vector<const std::string *> names;
+        for (size_t j = k; j < stack.size(); ++j) names.push_back(&g.elements[stack[j].element].name);
+        names.push_back(&g.elements[w].name);
+        std::string text;
+        for (size_t j = 0; j < names.size(); ++j) {
+          if (names.size() > 10 && j == 4) {  // a long cycle: its ends say enough
+            text += " -> ... (" + std::to_string(names.size() - 8) + " more)";
+            j = names.size() - 4;
+          }
+          text += (j ? " -> " : "") + *names[j];
+        }
         diags.error(g.connections[ci].range, "this connection closes a cycle: " + text,
                     "packets must flow one way; a pipeline is a directed acyclic graph");
-      } else if (color[w] == White) {
-        path.push_back(ci);
-        dfs(w);
-        path.pop_back();
       }
     }
-    color[v] = Black;
-  };
-  for (size_t v = 0; v < g.elements.size(); ++v)
-    if (color[v] == White) dfs(static_cast<int>(v));
+  }
 }
 
 }  // namespace

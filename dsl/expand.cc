@@ -89,6 +89,10 @@ struct Scope {
   }
 };
 
+// A compound inside a compound inside ...: deeper than this is refused, so
+// that expansion never runs out of stack.
+constexpr size_t kMaxCompoundDepth = 64;
+
 class Expander {
 public:
   Expander(SourceManager &sm, Diagnostics &diags, ElementGraph &graph) : sm_(sm), diags_(diags), g_(graph) {}
@@ -479,6 +483,11 @@ private:
   // A separate scope object per compound instance; kept alive for the pending references.
   NodeRef instantiate_compound(const ClassDef &cd, const ast::ElementRef &ref, const std::string &name, Scope &caller) {
     const ast::ElementClass &ec = *cd.def;
+    if (stack_.size() >= kMaxCompoundDepth) {
+      diags_.error(ref.class_range.valid() ? ref.class_range : ref.name_range,
+                   "compounds instantiated more than " + std::to_string(kMaxCompoundDepth) + " deep");
+      return {};
+    }
     for (const ast::ElementClass *active : stack_)
       if (active == &ec) {
         diags_.error(ref.class_range.valid() ? ref.class_range : ref.name_range,

@@ -10,6 +10,9 @@ public:
   // Scans file `file` of `sm`; lexical errors go to `diags`.
   Lexer(const SourceManager &sm, int file, Diagnostics &diags);
   PipeParser::symbol_type next();
+  // Element classes nest at most this deep; deeper input stops the parse (the
+  // syntax tree is recursive there, and must stay shallow).
+  static constexpr int kMaxNesting = 64;
   // The source text of a range inside this file (for "found 'x'" messages).
   std::string_view text(const SourceRange &r) const;
 
@@ -21,6 +24,7 @@ private:
   int file_;
   Diagnostics &diags_;
   const char *base_, *cursor_, *limit_;
+  int depth_ = 0;
 };
 
 }  // namespace sluice

@@ -84,8 +84,15 @@ PipeParser::symbol_type Lexer::next() {
       ")"  { return P::make_RPAREN(range_from(tok)); }
       "["  { return P::make_LBRACKET(range_from(tok)); }
       "]"  { return P::make_RBRACKET(range_from(tok)); }
-      "{"  { return P::make_LBRACE(range_from(tok)); }
-      "}"  { return P::make_RBRACE(range_from(tok)); }
+      "{"  {
+        if (++depth_ > kMaxNesting) {
+          diags_.error(range_from(tok), "element classes nested more than " + std::to_string(kMaxNesting) + " deep");
+          cursor_ = limit_;
+          return P::make_END(range_from(limit_));
+        }
+        return P::make_LBRACE(range_from(tok));
+      }
+      "}"  { --depth_; return P::make_RBRACE(range_from(tok)); }
       ","  { return P::make_COMMA(range_from(tok)); }
       ";"  { return P::make_SEMI(range_from(tok)); }
       "|"  { return P::make_BAR(range_from(tok)); }

@@ -44,6 +44,12 @@ public:
   bool run() {
     int errors = diags_.error_count();
     out_.graph = &g_;
+    outgoing_.assign(g_.elements.size(), {});
+    incoming_.assign(g_.elements.size(), {});
+    for (size_t i = 0; i < g_.connections.size(); ++i) {
+      outgoing_[g_.connections[i].from].push_back(static_cast<int>(i));
+      incoming_[g_.connections[i].to].push_back(static_cast<int>(i));
+    }
     order_ = topological_order();
     compute_membership();
     replicate();  // also when membership failed: it reports $queue misuse
@@ -56,16 +62,11 @@ private:
   std::vector<int> topological_order() {
     std::vector<int> indeg(g_.elements.size(), 0), order;
     for (auto &c : g_.connections) ++indeg[c.to];
-    std::vector<int> ready;
     for (size_t i = 0; i < g_.elements.size(); ++i)
-      if (!indeg[i]) ready.push_back(static_cast<int>(i));
-    while (!ready.empty()) {
-      int v = ready.front();
-      ready.erase(ready.begin());
-      order.push_back(v);
-      for (auto &c : g_.connections)
-        if (c.from == v && --indeg[c.to] == 0) ready.push_back(c.to);
-    }
+      if (!indeg[i]) order.push_back(static_cast<int>(i));
+    for (size_t next = 0; next < order.size(); ++next)
+      for (int ci : outgoing_[order[next]])
+        if (--indeg[g_.connections[ci].to] == 0) order.push_back(g_.connections[ci].to);
     return order;  // cycles were reported by the front end; their elements are left out
   }
 
@@ -77,8 +78,8 @@ private:
         if (e.shared) diags_.error(e.range, "a source cannot be shared: each of its queues starts a lane");
         member_[v].sources.insert(v);
       }
-      for (auto &c : g_.connections) {
-        if (c.to != v) continue;
+      for (int ci : incoming_[v]) {
+        const Connection &c = g_.connections[ci];
         const Element &from = g_.elements[c.from];
         if (from.shared || member_[c.from].after_shared) member_[v].after_shared = true;
         if (!from.shared) member_[v].sources.insert(member_[c.from].sources.begin(), member_[c.from].sources.end());
@@ -86,8 +87,8 @@ private:
       if (e.shared) continue;
       auto &m = member_[v];
       bool upstream_reported = false;  // report where lanes meet, not everything after
-      for (auto &c : g_.connections)
-        if (c.to == v && reported_.count(c.from)) upstream_reported = true;
+      for (int ci : incoming_[v])
+        if (reported_.count(g_.connections[ci].from)) upstream_reported = true;
       if (upstream_reported) {
         reported_.insert(v);
         continue;
@@ -246,6 +247,7 @@ private:
   Diagnostics &diags_;
   LaneGraph &out_;
   std::vector<int> order_;
+  std::vector<std::vector<int>> outgoing_, incoming_;  // connection indices per element
   std::vector<Membership> member_;
   std::set<int> reported_;  // elements with a membership error
   std::vector<std::vector<int>> node_of_;  // [element][lane, or lanes.size() for shared] -> node

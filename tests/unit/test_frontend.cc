@@ -227,3 +227,35 @@ TEST_CASE("unused defines and classes of the main file are warnings, not errors"
                         "test.pipe:1:1: warning: variable '$UNUSED' is defined but never used",
                         "test.pipe:3:14: warning: elementclass 'Idle' is defined but never used"});
 }
+
+TEST_CASE("large and deep inputs end in a result, not a crash", "[frontend]") {
+  // a chain of 20000 elements: checks and lane building walk it without recursion
+  std::string chain = "g :: TrafficGen";
+  for (int i = 0; i < 20000; ++i) chain += " -> Counter";
+  chain += " -> Discard;";
+  auto c = compile_text(chain);
+  REQUIRE(c->ok);
+  CHECK(c->lanes.segments.size() == 1);
+  CHECK(c->lanes.nodes.size() == 20002);
+
+  // a cycle at the end of a long chain is still found
+  std::string loop = "g :: TrafficGen -> a :: Tee";
+  for (int i = 0; i < 5000; ++i) loop += " -> Counter";
+  auto cyc = compile_text(loop + " -> b :: Counter -> a;\na[1] -> Discard;");
+  CHECK(cyc->has("closes a cycle: a -> Counter@1 -> Counter@2 -> "));
+  CHECK(cyc->has(" -> Counter@5000 -> b -> a"));
+
+  // element classes nested deeper than the limit stop the parse with an error
+  std::string nested;
+  for (int i = 0; i < 200; ++i) nested += "elementclass C" + std::to_string(i) + " { ";
+  auto deep = compile_text(nested);
+  CHECK(deep->has("error: element classes nested more than 64 deep"));
+
+  // compounds instantiating each other in a long (non-recursive) chain
+  std::string classes;
+  for (int i = 0; i < 100; ++i)
+    classes += "elementclass K" + std::to_string(i) + " { input -> K" + std::to_string(i + 1) + " -> output; }\n";
+  classes += "elementclass K100 { input -> Counter -> output; }\ng :: TrafficGen -> K0 -> Discard;";
+  auto kc = compile_text(classes);
+  CHECK(kc->has("error: compounds instantiated more than 64 deep"));
+}

@@ -822,6 +822,11 @@ bool load_pipe_text(const std::string &name, const std::string &text, const Fron
 
 bool load_pipe_file(const std::string &path, const FrontendOptions &opts, SourceManager &sm, Diagnostics &diags,
                     ElementGraph &out) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    diags.error(SourceRange{}, "cannot read '" + path + "': it is a directory");
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     diags.error(SourceRange{}, "cannot open '" + path + "': " + std::strerror(errno));

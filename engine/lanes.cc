@@ -52,6 +52,7 @@ public:
     }
     order_ = topological_order();
     compute_membership();
+    warn_if_no_source();
     replicate();  // also when membership failed: it reports $queue misuse
     if (diags_.error_count() != errors) return false;
     segment();
@@ -68,6 +69,14 @@ private:
       for (int ci : outgoing_[order[next]])
         if (--indeg[g_.connections[ci].to] == 0) order.push_back(g_.connections[ci].to);
     return order;  // cycles were reported by the front end; their elements are left out
+  }
+
+  void warn_if_no_source() {
+    for (const Element &e : g_.elements)
+      if (e.spec->is_source()) return;
+    SourceRange start = g_.elements.empty() ? SourceRange{} : g_.elements.front().range;
+    if (start.valid()) start.begin.offset = start.end.offset = 0;
+    diags_.warning(start, "the configuration has no source (RSSSource, TrafficGen): nothing will run");
   }
 
   void compute_membership() {

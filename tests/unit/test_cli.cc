@@ -40,6 +40,12 @@ TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]")
   Run missing = sluice("check no/such.pipe");
   CHECK(missing.status == 1);
   CHECK(missing.out.find("cannot open 'no/such.pipe'") != std::string::npos);
+  Run dir = sluice("check configs");
+  CHECK(dir.status == 1);
+  CHECK(dir.out.find("cannot read 'configs': it is a directory") != std::string::npos);
+  Run empty = sluice("check /dev/null");
+  CHECK(empty.status == 0);
+  CHECK(empty.out.find("warning: the configuration has no source") != std::string::npos);
 }
 
 TEST_CASE("sluice check --define", "[cli]") {

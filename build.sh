@@ -45,15 +45,19 @@ test_all() {
   fuzz_smoke
 }
 
-# Bounded libFuzzer run over the front end, from the seed corpus (every .pipe in the repo).
+# Bounded libFuzzer runs: the .pipe front end from a seed corpus (every .pipe
+# in the repository), then the packet parser from nothing.
 fuzz_smoke() {
   local secs=${SLUICE_FUZZ_SECONDS:-60}
   local corpus="$BUILD/fuzz-corpus"
-  rm -rf "$corpus" && mkdir -p "$corpus"
+  rm -rf "$corpus" "$corpus-packets" && mkdir -p "$corpus" "$corpus-packets"
   find configs examples tests/dsl -name '*.pipe' -exec cp -t "$corpus" {} +
   echo "== fuzzing the .pipe front end for ${secs}s"
   "$BUILD/tests/fuzz_pipe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 "$corpus" 2>&1 | tail -n 12
+      -print_final_stats=1 "$corpus" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)' 
+  echo "== fuzzing the packet parser for $((secs / 2))s"
+  "$BUILD/tests/fuzz_packet" -max_total_time="$((secs / 2))" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 "$corpus-packets" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)'
 }
 
 demo() {

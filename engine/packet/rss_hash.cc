@@ -1,0 +1,44 @@
+#include "engine/packet/rss_hash.hh"
+
+#include <stdexcept>
+#include <string>
+
+namespace sluice {
+
+const uint8_t ToeplitzHash::kSymmetricKey[kKeyLen] = {
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+};
+
+const uint8_t ToeplitzHash::kMicrosoftKey[kKeyLen] = {
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
+    0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
+    0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+    0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+};
+
+ToeplitzHash::ToeplitzHash(const uint8_t *key, size_t key_len) : max_len_(0) {
+  if (key_len < 4 || key_len > kKeyLen)
+    throw std::invalid_argument("Toeplitz key of " + std::to_string(key_len) +
+                                " bytes; expected 4 to " + std::to_string(kKeyLen));
+  max_len_ = key_len - 4;
+  for (size_t pos = 0; pos < max_len_; ++pos) {
+    // Key bits [8*pos, 8*pos + 40): the 32-bit windows of all 8 bits of this byte.
+    uint64_t window = 0;
+    for (size_t k = 0; k < 5; ++k) window = window << 8 | key[pos + k];
+    // Input bit b (0 = most significant) of this byte contributes key bits
+    // [8*pos + b, 8*pos + b + 32).
+    uint32_t bit_part[8];
+    for (int b = 0; b < 8; ++b) bit_part[b] = uint32_t(window >> (8 - b));
+    for (unsigned v = 0; v < 256; ++v) {
+      uint32_t h = 0;
+      for (int b = 0; b < 8; ++b)
+        if (v & (0x80u >> b)) h ^= bit_part[b];
+      table_[pos][v] = h;
+    }
+  }
+}
+
+}  // namespace sluice

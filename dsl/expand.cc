@@ -596,51 +596,27 @@ private:
     return false;
   }
 
-  std::vector<PortEnd> outputs_of(const NodeRef &n, int port, SourceRange where) {
+  // The real element ports behind port `port` of a node: the element's own,
+  // or for a compound, the inner ports its input or output leads to.
+  std::vector<PortEnd> ends_of(const NodeRef &n, int port, bool output, SourceRange where) {
+    const char *side = output ? "output" : "input";
+    size_t count = 0;
     if (n.kind == NodeRef::Element) {
-      const Element &e = g_.elements[n.index];
-      if (!e.spec->output_port(port)) {
-        size_t count = e.spec->outputs.size();
-        diags_.error(where, "output port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
-                                (count == 0 ? "no outputs" : std::to_string(count) + " output" + (count == 1 ? "" : "s")));
-        return {};
-      }
-      return {{n.index, port}};
-    }
-    if (n.kind == NodeRef::Compound) {
+      const ElementSpec &spec = *g_.elements[n.index].spec;
+      if (output ? spec.output_port(port) : spec.input_port(port)) return {{n.index, port}};
+      count = output ? spec.outputs.size() : spec.inputs.size();
+    } else if (n.kind == NodeRef::Compound) {
       auto &c = *compounds_[n.index];
-      if (c.broken && port >= static_cast<int>(c.outs.size())) return {};
-      if (port >= static_cast<int>(c.outs.size())) {
-        diags_.error(where, "output port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
-                                std::to_string(c.outs.size()) + " output" + (c.outs.size() == 1 ? "" : "s"));
-        return {};
-      }
-      return c.outs[port];
+      auto &ports = output ? c.outs : c.ins;
+      if (port < static_cast<int>(ports.size())) return ports[port];
+      if (c.broken) return {};  // its ports are incomplete: reported inside
+      count = ports.size();
+    } else {
+      return {};
     }
-    return {};
-  }
-
-  std::vector<PortEnd> inputs_of(const NodeRef &n, int port, SourceRange where) {
-    if (n.kind == NodeRef::Element) {
-      const Element &e = g_.elements[n.index];
-      if (!e.spec->input_port(port)) {
-        size_t count = e.spec->inputs.size();
-        diags_.error(where, "input port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
-                                (count == 0 ? "no inputs" : std::to_string(count) + " input" + (count == 1 ? "" : "s")));
-        return {};
-      }
-      return {{n.index, port}};
-    }
-    if (n.kind == NodeRef::Compound) {
-      auto &c = *compounds_[n.index];
-      if (c.broken && port >= static_cast<int>(c.ins.size())) return {};
-      if (port >= static_cast<int>(c.ins.size())) {
-        diags_.error(where, "input port " + std::to_string(port) + " is out of range: " + describe(n) + " has " +
-                                std::to_string(c.ins.size()) + " input" + (c.ins.size() == 1 ? "" : "s"));
-        return {};
-      }
-      return c.ins[port];
-    }
+    diags_.error(where, std::string(side) + " port " + std::to_string(port) + " is out of range: " + describe(n) +
+                            " has " + (count == 0 ? std::string("no ") + side + "s"
+                                                  : std::to_string(count) + " " + side + (count == 1 ? "" : "s")));
     return {};
   }
 
@@ -691,18 +667,19 @@ private:
     CompoundInstance *c = scope.compound;
     if (from.kind == NodeRef::Input) {
       if (c->ins.size() <= static_cast<size_t>(fp)) c->ins.resize(fp + 1);
-      auto ends = inputs_of(to, tp, twhere);
+      auto ends = ends_of(to, tp, false, twhere);
       c->ins[fp].insert(c->ins[fp].end(), ends.begin(), ends.end());
       return;
     }
     if (to.kind == NodeRef::Output) {
       if (c->outs.size() <= static_cast<size_t>(tp)) c->outs.resize(tp + 1);
-      auto ends = outputs_of(from, fp, fwhere);
+      auto ends = ends_of(from, fp, true, fwhere);
       c->outs[tp].insert(c->outs[tp].end(), ends.begin(), ends.end());
       return;
     }
-    for (const PortEnd &a : outputs_of(from, fp, fwhere))
-      for (const PortEnd &b : inputs_of(to, tp, twhere)) {
+    std::vector<PortEnd> sources = ends_of(from, fp, true, fwhere), sinks = ends_of(to, tp, false, twhere);
+    for (const PortEnd &a : sources)
+      for (const PortEnd &b : sinks) {
         const PortSpec *op = g_.elements[a.element].spec->output_port(a.port);
         const PortSpec *ip = g_.elements[b.element].spec->input_port(b.port);
         if (op->type != ip->type) {

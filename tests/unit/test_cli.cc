@@ -22,6 +22,16 @@ static Run sluice(const std::string &args) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
+// Writes a configuration into the build tree (beside the test plugins); returns its path.
+static std::string write_config(const std::string &name, const std::string &text) {
+  std::string path = std::string(SLUICE_TEST_PLUGIN_DIR) + "/" + name;
+  FILE *f = fopen(path.c_str(), "w");
+  REQUIRE(f);
+  fputs(text.c_str(), f);
+  fclose(f);
+  return path;
+}
+
 TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]") {
   Run clean = sluice("check configs/flowprobe.pipe");
   INFO(clean.out);
@@ -106,14 +116,8 @@ TEST_CASE("sluice elements lists and describes the library", "[cli]") {
 }
 
 TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][plugin]") {
-  std::string dir = SLUICE_TEST_PLUGIN_DIR;
-  auto write = [&](const std::string &name, const std::string &so) {
-    std::string path = dir + "/" + name;
-    FILE *f = fopen(path.c_str(), "w");
-    REQUIRE(f);
-    fprintf(f, "require \"%s\";\nsrc :: TrafficGen -> PluginCounter(5K) -> Discard;\n", so.c_str());
-    fclose(f);
-    return path;
+  auto write = [](const std::string &name, const std::string &so) {
+    return write_config(name, "require \"" + so + "\";\nsrc :: TrafficGen -> PluginCounter(5K) -> Discard;\n");
   };
   Run good = sluice("check " + write("uses_plugin.pipe", "sample_plugin_good.so"));
   INFO(good.out);
@@ -129,11 +133,7 @@ TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][p
 }
 
 TEST_CASE("warnings alone leave the exit status 0", "[cli]") {
-  std::string path = std::string(SLUICE_TEST_PLUGIN_DIR) + "/warns.pipe";
-  FILE *f = fopen(path.c_str(), "w");
-  REQUIRE(f);
-  fputs("define $UNUSED 1;\nTrafficGen -> Discard;\n", f);
-  fclose(f);
+  std::string path = write_config("warns.pipe", "define $UNUSED 1;\nTrafficGen -> Discard;\n");
   Run r = sluice("check " + path);
   INFO(r.out);
   CHECK(r.status == 0);

@@ -14,9 +14,6 @@ namespace sluice {
 // syntax error (statements dropped) no unconnected port is reported.
 void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok);
 
-// Parses one file of `sm` into `out`; false on syntax errors (reported).
-bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out);
-
 // `$queue` (and "${queue}" inside strings) replaced by the lane's queue number.
 ast::Literal bind_queue(const ast::Literal &lit, int queue);
 bool uses_queue(const ast::Literal &lit);

@@ -21,6 +21,9 @@ namespace sluice {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Parses one file of `sm` into `out`; false on syntax errors (reported).
 bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out) {
   Lexer lexer(sm, file, diags);
   out.file_index = file;
@@ -30,7 +33,6 @@ bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out)
   return diags.error_count() == before;
 }
 
-namespace {
 
 struct PortEnd {
   int element;

@@ -1,5 +1,6 @@
 // The `sluice` command line. Exit status: 0 clean, 1 errors in the
 // configuration, 2 usage errors.
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -7,9 +8,12 @@
 #include <iostream>
 
 #include "dsl/frontend.hh"
+#include "dsl/literals.hh"
 #include "engine/element_docs.hh"
 #include "engine/lanes.hh"
 #include "engine/plan_format.hh"
+#include "engine/runtime/host_profile.hh"
+#include "engine/runtime/runtime.hh"
 
 using namespace sluice;
 
@@ -56,6 +60,67 @@ int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGrap
   return ok ? kExitClean : kExitErrors;
 }
 
+// Ctrl-C (or SIGTERM) once: sources stop and the run drains; twice: stop
+// waiting for full rings too.
+Runtime *g_running = nullptr;
+volatile sig_atomic_t g_interrupts = 0;
+void on_interrupt(int) {
+  if (!g_running) return;
+  if (++g_interrupts == 1) g_running->request_stop();
+  else g_running->request_abort();
+}
+
+int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet) {
+  SourceManager sm;
+  ElementGraph graph;
+  LaneGraph lanes;
+  int rc = compile(args, sm, graph, lanes);
+  if (rc != kExitClean) return rc;
+
+  RunOptions opts;
+  if (!duration.empty()) {
+    // The same literal syntax and units as in a .pipe file.
+    Value v;
+    ast::Literal lit;
+    LiteralProblem problem;
+    ArgSpec spec = ArgSpec::duration("duration").at_least(1);
+    if (!lex_single_literal(duration, lit) || !convert_literal(lit, spec, v, problem)) {
+      std::cerr << "sluice: --duration: '" << duration << "' is not a duration"
+                << (problem.message.empty() ? "" : ": " + problem.message) << " (e.g. 30s, 5min)\n";
+      return kExitUsage;
+    }
+    opts.duration_ns = uint64_t(v.integer);
+  }
+  HostProfile profile;
+  std::string err;
+  std::string host_file = host.empty() ? default_host_profile_path() : host;
+  if (!host_file.empty() && !load_host_profile(host_file, profile, &err)) {
+    std::cerr << err << "\n";
+    return kExitErrors;
+  }
+  opts.eal_args = profile.eal_args;
+  opts.status_line = !quiet;
+
+  Runtime rt(lanes, opts);
+  if (!rt.setup(&err)) {
+    std::cerr << "sluice: error: " << err << "\n";
+    return kExitErrors;
+  }
+  g_running = &rt;
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  if (!quiet)
+    std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
+              << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, interpreter"
+              << (host_file.empty() ? "" : ", host " + host_file) << "); Ctrl-C stops\n";
+  rt.run();
+  g_running = nullptr;
+  std::cout << rt.summary();
+  return rt.totals().balanced() ? kExitClean : kExitErrors;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -73,6 +138,16 @@ int main(int argc, char **argv) {
   auto *plan = app.add_subcommand("plan", "print the checked graph: elements, connections, lanes and segments");
   plan_args.add_to(plan);
   plan->add_option("--format", plan_format, "text or dot")->check(CLI::IsMember({"text", "dot"}));
+
+  ConfigArgs run_args;
+  std::string run_host, run_duration;
+  bool run_quiet = false;
+  auto *run = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
+  run_args.add_to(run);
+  run->add_option("--host", run_host, "host profile (YAML); default configs/laptop.yaml")->type_name("PROFILE.yaml");
+  run->add_option("--duration", run_duration, "stop after this long (e.g. 30s, 5min); default: end of input or Ctrl-C")
+      ->type_name("T");
+  run->add_flag("-q,--quiet", run_quiet, "no status line");
 
   std::string element_name;
   bool markdown = false;
@@ -106,6 +181,8 @@ int main(int argc, char **argv) {
     print_element_help(std::cout, *spec);
     return kExitClean;
   }
+
+  if (*run) return run_config(run_args, run_host, run_duration, run_quiet);
 
   SourceManager sm;
   ElementGraph graph;

@@ -1,5 +1,7 @@
 #include "elements/packet/counter.hh"
 
+#include "engine/runtime/element_runtime.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -21,5 +23,22 @@ const ElementSpec &counter_spec() {
 }
 
 SLUICE_ELEMENT(counter_spec);
+
+// Counting is what every element does (RuntimeElement::receive counts in);
+// a Counter also counts bytes and passes the packets on.
+class CounterRuntime final : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+
+ protected:
+  void push(int, PacketBatch &batch) override {
+    counters.in_bytes.add(batch.wire_bytes());
+    emit(0, batch);
+  }
+  void report(std::vector<std::string> &lines) const override {
+    lines.push_back("bytes: " + std::to_string(counters.in_bytes.get()));
+  }
+};
+SLUICE_RUNTIME("Counter", CounterRuntime);
 
 }  // namespace sluice::elements

@@ -1,5 +1,7 @@
 #include "elements/packet/discard.hh"
 
+#include "engine/runtime/element_runtime.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -17,5 +19,14 @@ const ElementSpec &discard_spec() {
 }
 
 SLUICE_ELEMENT(discard_spec);
+
+class DiscardRuntime final : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+
+ protected:
+  void push(int, PacketBatch &batch) override { absorb_all(batch); }
+};
+SLUICE_RUNTIME("Discard", DiscardRuntime);
 
 }  // namespace sluice::elements

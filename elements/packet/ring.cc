@@ -1,5 +1,8 @@
 #include "elements/packet/ring.hh"
 
+#include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/channel.hh"
+
 #include "elements/units.hh"
 
 using namespace sluice;
@@ -33,5 +36,23 @@ const ElementSpec &ring_spec() {
 }
 
 SLUICE_ELEMENT(ring_spec);
+
+// The ring itself is the channel the runtime puts on this element's output
+// (a thread boundary); the element hands batches to it and reports on it.
+class RingRuntime final : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+
+ protected:
+  void push(int, PacketBatch &batch) override { emit(0, batch); }
+  void report(std::vector<std::string> &lines) const override {
+    for (const OutputTarget &t : targets(0))
+      if (t.channel)
+        lines.push_back("ring: capacity " + std::to_string(t.channel->capacity()) + ", highest occupancy " +
+                        std::to_string(t.channel->max_occupancy()) + ", waits for room " +
+                        std::to_string(t.channel->waits()));
+  }
+};
+SLUICE_RUNTIME("Ring", RingRuntime);
 
 }  // namespace sluice::elements

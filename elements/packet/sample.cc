@@ -1,5 +1,7 @@
 #include "elements/packet/sample.hh"
 
+#include "engine/runtime/element_runtime.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -26,5 +28,39 @@ const ElementSpec &sample_spec() {
 }
 
 SLUICE_ELEMENT(sample_spec);
+
+// A splitmix64 stream per lane: the same trace picks the same packets.
+class SampleRuntime final : public RuntimeElement {
+ public:
+  SampleRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+    double rate = arg("rate").real;
+    threshold_ = rate >= 1.0 ? UINT64_MAX : uint64_t(rate * 18446744073709551616.0);
+    state_ = 0x5eed0000u + uint64_t(lane() + 1);
+    set_unconnected_reason(1, "not sampled");
+  }
+
+ protected:
+  void push(int, PacketBatch &batch) override {
+    PacketBatch rest;
+    uint16_t kept = 0;
+    for (int i = 0; i < batch.count; ++i) {
+      if (next() < threshold_) batch.pkts[kept++] = batch.pkts[i];
+      else rest.push(batch.pkts[i]);
+    }
+    batch.count = kept;
+    emit(0, batch);
+    emit(1, rest);
+  }
+
+ private:
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t threshold_, state_;
+};
+SLUICE_RUNTIME("Sample", SampleRuntime);
 
 }  // namespace sluice::elements

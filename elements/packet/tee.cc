@@ -1,5 +1,7 @@
 #include "elements/packet/tee.hh"
 
+#include "engine/runtime/element_runtime.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -22,5 +24,31 @@ const ElementSpec &tee_spec() {
 }
 
 SLUICE_ELEMENT(tee_spec);
+
+// Every connected output gets every packet, one mbuf reference each: the
+// copies share the buffer.
+class TeeRuntime final : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+
+ protected:
+  void push(int, PacketBatch &batch) override {
+    std::vector<int> ports;
+    for (size_t p = 0; p < output_count(); ++p)
+      if (!targets(int(p)).empty()) ports.push_back(int(p));
+    if (ports.size() > 1) {
+      for (int i = 0; i < batch.count; ++i) rte_mbuf_refcnt_update(batch.pkts[i], int16_t(ports.size() - 1));
+      counters.copies.add(uint64_t(batch.count) * (ports.size() - 1));
+    }
+    for (size_t k = 0; k + 1 < ports.size(); ++k) {
+      PacketBatch copy;  // receivers may reorder their batch
+      copy.count = batch.count;
+      std::copy(batch.pkts, batch.pkts + batch.count, copy.pkts);
+      emit(ports[k], copy);
+    }
+    emit(ports.back(), batch);
+  }
+};
+SLUICE_RUNTIME("Tee", TeeRuntime);
 
 }  // namespace sluice::elements

@@ -1,5 +1,13 @@
 #include "elements/packet/timestamp.hh"
 
+#include "engine/runtime/element_runtime.hh"
+#include <rte_cycles.h>
+#include <time.h>
+
+#include <stdexcept>
+
+#include "engine/runtime/run_context.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -28,5 +36,50 @@ const ElementSpec &timestamp_spec() {
 }
 
 SLUICE_ELEMENT(timestamp_spec);
+
+// pcap: the capture time the source put in the annotations (trace files,
+// TrafficGen). hw: the device's receive timestamp, which the source put
+// there too. tsc: the CPU's time-stamp counter, read once per batch; the
+// packets of a batch get times spread evenly since the previous batch.
+class TimestampRuntime final : public RuntimeElement {
+ public:
+  TimestampRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+    const std::string &clock = arg("clock").text;
+    mode_ = clock == "tsc" ? Mode::Tsc : clock == "hw" ? Mode::Hw : Mode::Pcap;
+  }
+
+  void prepare() override {
+    SourceElement *src = ctx_.lane_source(lane());
+    if (mode_ == Mode::Pcap && src && !src->has_capture_time())
+      throw std::runtime_error("'" + name() + "': clock pcap needs capture times, and '" + src->name() +
+                               "' gives none (live input); use clock tsc or hw");
+    if (mode_ == Mode::Hw && src && !src->has_hw_timestamps() && !src->has_capture_time())
+      throw std::runtime_error("'" + name() + "': clock hw: the device of '" + src->name() +
+                               "' gives no receive timestamps; use clock tsc");
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    wall0_ = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    tsc0_ = rte_rdtsc();
+    ns_per_tsc_ = 1e9 / double(rte_get_tsc_hz());
+    last_ = wall0_;
+  }
+
+ protected:
+  void push(int, PacketBatch &batch) override {
+    if (mode_ == Mode::Tsc && batch.count) {
+      uint64_t now = wall0_ + uint64_t(double(rte_rdtsc() - tsc0_) * ns_per_tsc_);
+      uint64_t step = now > last_ ? (now - last_) / batch.count : 0;
+      for (int i = 0; i < batch.count; ++i) anno(batch.pkts[i]).time_ns = last_ + step * uint64_t(i + 1);
+      last_ = now;
+    }
+    emit(0, batch);
+  }
+
+ private:
+  enum class Mode { Pcap, Tsc, Hw } mode_;
+  uint64_t wall0_ = 0, tsc0_ = 0, last_ = 0;
+  double ns_per_tsc_ = 1;
+};
+SLUICE_RUNTIME("Timestamp", TimestampRuntime);
 
 }  // namespace sluice::elements

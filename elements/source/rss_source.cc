@@ -1,5 +1,17 @@
 #include "elements/source/rss_source.hh"
 
+#include <rte_ring.h>
+
+#include <atomic>
+#include <memory>
+#include <stdexcept>
+
+#include "engine/packet/parse.hh"
+#include "engine/packet/rss_hash.hh"
+#include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/eth_device.hh"
+#include "engine/runtime/run_context.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -52,5 +64,165 @@ const ElementSpec &rss_source_spec() {
 }
 
 SLUICE_ELEMENT(rss_source_spec);
+
+namespace {
+
+// Headers parsed once, here: every later element reads the annotations.
+void annotate(const EthDevice &dev, rte_mbuf *m) {
+  PacketAnno &a = anno(m);
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, m->pkt_len);
+  a.time_ns = dev.timestamp(m);
+  a.hash = dev.hw_rss() ? m->hash.rss : symmetric_hash(a.meta);
+  a.wire_len = m->pkt_len;
+}
+
+// One device shared by the lanes of one RSSSource. When the device spreads
+// packets over as many queues as there are lanes, each lane reads its own
+// queue. Otherwise (every virtual device but af_packet) whichever lane finds
+// its queue empty reads a burst from the device, under a try-lock, and deals
+// the packets out to per-lane rings by the symmetric hash: software RSS,
+// without a dispatcher thread.
+struct DeviceReader {
+  std::unique_ptr<EthDevice> dev;
+  unsigned lanes = 1;
+  unsigned burst = 32;
+  bool software = false;
+  std::vector<rte_ring *> lane_rings;
+  std::vector<std::unique_ptr<Counter>> lane_full;  // dealt to a full lane ring (live input)
+  std::atomic_flag busy = ATOMIC_FLAG_INIT;
+  std::atomic<bool> end{false};
+
+  ~DeviceReader() {
+    for (rte_ring *r : lane_rings) {
+      void *m;
+      while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf *>(m));
+      rte_ring_free(r);
+    }
+  }
+
+  // Reads one burst and deals it out. Only one lane reads at a time.
+  void read_and_deal(const std::atomic<bool> &stop) {
+    if (end.load(std::memory_order_acquire) || busy.test_and_set(std::memory_order_acquire)) return;
+    if (stop.load(std::memory_order_relaxed)) {
+      end.store(true, std::memory_order_release);
+      busy.clear(std::memory_order_release);
+      return;
+    }
+    bool room = true;
+    if (dev->finite())  // offline: read only when every lane has room, never drop
+      for (rte_ring *r : lane_rings) room = room && rte_ring_free_count(r) >= burst;
+    if (room) {
+      rte_mbuf *pkts[kMaxBurst];
+      bool at_end = false;
+      uint16_t n = dev->receive(0, pkts, uint16_t(burst), &at_end);
+      rte_mbuf *per_lane[kMaxBurst];
+      if (n) {
+        std::vector<unsigned> counts(lanes, 0);
+        std::vector<std::vector<rte_mbuf *>> dealt(lanes);
+        for (uint16_t i = 0; i < n; ++i) {
+          annotate(*dev, pkts[i]);
+          dealt[lane_for(anno(pkts[i]).hash, lanes)].push_back(pkts[i]);
+        }
+        for (unsigned l = 0; l < lanes; ++l) {
+          if (dealt[l].empty()) continue;
+          std::copy(dealt[l].begin(), dealt[l].end(), per_lane);
+          unsigned k = rte_ring_sp_enqueue_burst(lane_rings[l], reinterpret_cast<void *const *>(per_lane),
+                                                 unsigned(dealt[l].size()), nullptr);
+          for (unsigned i = k; i < dealt[l].size(); ++i) rte_pktmbuf_free(per_lane[i]);
+          if (k < dealt[l].size()) lane_full[l]->add(dealt[l].size() - k);
+        }
+      }
+      if (at_end) end.store(true, std::memory_order_release);
+    }
+    busy.clear(std::memory_order_release);
+  }
+};
+
+class RSSSourceRuntime final : public SourceElement {
+ public:
+  RSSSourceRuntime(const Node &n, RunContext &c) : SourceElement(n, c) {
+    std::string err;
+    if (!parse_device(arg("device").text, spec_, &err)) throw std::runtime_error("'" + name() + "': " + err);
+    burst_ = unsigned(arg("burst").integer);
+    queue_ = unsigned(c.graph().lanes[lane()].queue);
+    lanes_ = unsigned(arg("queues").integer);
+  }
+
+  bool live() const override { return spec_.kind != DeviceSpec::Kind::Pcap; }
+  LinkType link_type() const override { return reader_->dev->link_type(); }
+  bool has_capture_time() const override { return !live() && reader_->dev->has_timestamps(); }
+  bool has_hw_timestamps() const override { return live() && reader_->dev->has_timestamps(); }
+
+  void start() override {
+    const Element &e = ctx_.graph().graph->elements[node().element];
+    reader_ = ctx_.shared_source_state<DeviceReader>(node().element, [&] {
+      auto r = std::make_shared<DeviceReader>();
+      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM);
+      r->dev = std::make_unique<EthDevice>(spec_, e.name, lanes_, unsigned(arg("rx_desc").integer),
+                                           arg("symmetric").integer != 0, pool);
+      r->lanes = lanes_;
+      r->burst = burst_;
+      r->software = r->dev->hw_queues() < lanes_;
+      if (r->software)
+        for (unsigned l = 0; l < lanes_; ++l) {
+          std::string rn = "rss" + std::to_string(node().element) + "_" + std::to_string(l);
+          rte_ring *ring = rte_ring_create(rn.c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+          if (!ring) throw std::runtime_error("'" + e.name + "': cannot create the software RSS rings");
+          r->lane_rings.push_back(ring);
+          r->lane_full.push_back(std::make_unique<Counter>());
+        }
+      return r;
+    });
+  }
+
+  PollStatus poll(PacketBatch &batch) override {
+    DeviceReader &r = *reader_;
+    if (!r.software) {
+      if (ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
+      bool end = false;
+      batch.count = r.dev->receive(queue_, batch.pkts, uint16_t(burst_), &end);
+      if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i]);
+    } else {
+      rte_ring *mine = r.lane_rings[lane_index()];
+      batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));
+      if (batch.count == 0) {
+        if (r.end.load(std::memory_order_acquire))
+          return rte_ring_count(mine) == 0 ? PollStatus::End : PollStatus::Idle;
+        r.read_and_deal(ctx_.stop_sources);
+        return PollStatus::Idle;
+      }
+    }
+    counters.in.add(batch.count);
+    counters.in_bytes.add(batch.wire_bytes());
+    return PollStatus::Packets;
+  }
+
+  void device_drops(std::vector<std::pair<std::string, uint64_t>> &out) const override {
+    if (!reader_) return;
+    if (reader_->software) out.emplace_back("lane queue full", reader_->lane_full[lane_index()]->get());
+    if (lane_index() == 0)  // the device's own losses, once per device
+      for (auto &l : reader_->dev->losses()) out.push_back(l);
+  }
+
+  void report(std::vector<std::string> &lines) const override {
+    if (!reader_) return;
+    if (lane_index() == 0)
+      lines.push_back("device " + spec_.text + ": " + std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
+                      (reader_->software ? "software RSS over " + std::to_string(lanes_) + " lanes"
+                                         : reader_->dev->hw_rss() ? "NIC RSS" : "one queue per lane"));
+  }
+
+ private:
+  unsigned lane_index() const { return queue_; }
+
+  DeviceSpec spec_;
+  unsigned burst_ = 32, queue_ = 0, lanes_ = 1;
+  std::shared_ptr<DeviceReader> reader_;
+};
+
+}  // namespace
+
+SLUICE_RUNTIME("RSSSource", RSSSourceRuntime);
 
 }  // namespace sluice::elements

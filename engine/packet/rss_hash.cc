@@ -1,5 +1,7 @@
 #include "engine/packet/rss_hash.hh"
 
+#include <arpa/inet.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -39,6 +41,22 @@ ToeplitzHash::ToeplitzHash(const uint8_t *key, size_t key_len) : max_len_(0) {
       table_[pos][v] = h;
     }
   }
+}
+
+uint32_t symmetric_hash(const PacketMeta &m) {
+  static const ToeplitzHash hash(ToeplitzHash::kSymmetricKey);
+  if (!m.is_ip()) return 0;
+  bool ports = m.has_l4() && !m.is_fragment() &&
+               (m.ip_proto == 6 || m.ip_proto == 17 || m.ip_proto == 132);
+  uint16_t sport = htons(m.src_port), dport = htons(m.dst_port);
+  if (m.is_ipv4()) {
+    uint32_t src, dst;  // the last 4 bytes of the v4-mapped addresses
+    std::memcpy(&src, m.src_addr + 12, 4);
+    std::memcpy(&dst, m.dst_addr + 12, 4);
+    return ports ? hash.hash_ipv4(src, dst, sport, dport) : hash.hash_ipv4(src, dst);
+  }
+  return ports ? hash.hash_ipv6(m.src_addr, m.dst_addr, sport, dport)
+               : hash.hash_ipv6(m.src_addr, m.dst_addr);
 }
 
 }  // namespace sluice

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "engine/packet/packet_meta.hh"
+
 namespace sluice {
 
 // Table-driven Toeplitz: the hash is linear (XOR) in the input bits, so the
@@ -100,5 +102,12 @@ inline constexpr uint32_t kRetaSize = 128;
 inline uint32_t lane_for(uint32_t hash, uint32_t lanes) {
   return (hash & (kRetaSize - 1)) % lanes;
 }
+
+// The symmetric hash of a parsed packet, as a NIC with kSymmetricKey computes
+// it: TCP, UDP and SCTP packets that are not fragments hash their addresses
+// and ports, other IP packets (fragments included, as NICs do) their addresses
+// only, and non-IP packets hash to 0. Both directions of a flow get the same
+// value, so lane_for(symmetric_hash(m), n) keeps a connection in one lane.
+uint32_t symmetric_hash(const PacketMeta &m);
 
 }  // namespace sluice

@@ -1,0 +1,47 @@
+// Statistics counters written by one data-plane thread and read by others
+// (the status line, the summary, later the control socket). A relaxed load
+// and store instead of an atomic add: a single writer needs no locked
+// instruction, and readers see a recent value without tearing.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+class Counter {
+ public:
+  void add(uint64_t n = 1) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+// What an element did with the packets it was given. For every element, at
+// the end of a run: in + copies = out + absorbed + dropped (summed over
+// reasons). `absorbed` are packets that end here by design (Discard,
+// PcapSink, a flow table); drops are counted by reason.
+struct ElementCounters {
+  static constexpr int kMaxReasons = 8;
+  Counter in, out, absorbed, copies;
+  Counter in_bytes;
+  Counter drops[kMaxReasons];
+  std::vector<std::string> reasons;  // names of drops[i], fixed before the run
+
+  // Index for a drop reason, added on first use (setup time only).
+  int reason(const std::string &name) {
+    for (size_t i = 0; i < reasons.size(); ++i)
+      if (reasons[i] == name) return int(i);
+    reasons.push_back(name);
+    return int(reasons.size()) - 1;
+  }
+  uint64_t dropped() const {
+    uint64_t d = 0;
+    for (size_t i = 0; i < reasons.size(); ++i) d += drops[i].get();
+    return d;
+  }
+};
+
+}  // namespace sluice

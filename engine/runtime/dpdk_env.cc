@@ -1,0 +1,88 @@
+#include "engine/runtime/dpdk_env.hh"
+
+#include <pthread.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_log.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace sluice {
+
+namespace {
+std::vector<int> g_cpus;
+bool g_initialized = false;
+
+std::vector<int> current_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+}  // namespace
+
+const std::vector<int> &process_cpus() {
+  if (g_cpus.empty()) g_cpus = current_cpus();
+  return g_cpus;
+}
+
+void unpin_current_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : process_cpus()) CPU_SET(c, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+bool init_eal(const EalRequest &req, std::string *error) {
+  static std::mutex m;
+  std::lock_guard lock(m);
+  if (g_initialized) return true;
+  process_cpus();  // before EAL pins this thread
+
+  std::vector<std::string> args = {"sluice"};
+  args.insert(args.end(), req.args.begin(), req.args.end());
+  auto has = [&](const std::string &a) { return std::find(args.begin(), args.end(), a) != args.end(); };
+  bool sets_memory = std::any_of(args.begin(), args.end(), [](const std::string &a) {
+    return a == "-m" || a.rfind("--socket-mem", 0) == 0;
+  });
+  if (!sets_memory) {
+    args.push_back("-m");
+    args.push_back(std::to_string(req.memory_mb));
+  }
+  // One EAL lcore, on the first usable CPU: the data-plane threads are the
+  // runtime's own (registered with EAL for mempool caches) and placed by it.
+  if (!has("-l") && !has("--lcores") && !has("-c")) {
+    args.push_back("-l");
+    args.push_back(std::to_string(process_cpus().empty() ? 0 : process_cpus().front()));
+  }
+  // Processes run side by side (tests, several probes): no shared config files.
+  if (!has("--no-shconf") && !has("--file-prefix")) args.push_back("--no-shconf");
+  if (!has("--no-telemetry")) args.push_back("--no-telemetry");
+  if (req.pci) {
+    for (const std::string &a : req.allow) args.insert(args.end(), {"-a", a});
+  } else if (!has("--no-pci")) {
+    args.push_back("--no-pci");
+  }
+  if (!has("--log-level")) args.push_back("--log-level=*:warning");
+
+  std::vector<char *> argv;
+  for (std::string &a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int rc = rte_eal_init(int(argv.size()) - 1, argv.data());
+  if (rc < 0) {
+    std::string cmd;
+    for (size_t i = 1; i < args.size(); ++i) cmd += (i > 1 ? " " : "") + args[i];
+    *error = std::string("DPDK initialization failed: ") + rte_strerror(rte_errno) + " (EAL options: " + cmd + ")";
+    return false;
+  }
+  g_initialized = true;
+  unpin_current_thread();
+  return true;
+}
+
+}  // namespace sluice

@@ -1,0 +1,27 @@
+// DPDK's environment abstraction layer, initialized once per process
+// (rte_eal_init cannot run twice, PLATFORM.md), with the options a host
+// profile gives, and the memory a run needs.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+struct EalRequest {
+  std::vector<std::string> args;  // from the host profile, e.g. --no-huge
+  unsigned memory_mb = 256;       // what the run's pools need, with headroom
+  bool pci = false;               // a device given by PCI address: scan the PCI bus
+  std::vector<std::string> allow; // PCI addresses to use (-a)
+};
+
+// Initializes EAL on the first call; later calls check nothing and return
+// true. On failure returns false with *error saying why.
+bool init_eal(const EalRequest &req, std::string *error);
+
+// The CPUs this process may run on, as they were before EAL pinned the main
+// thread to one of them. Threads started by the runtime get this set back
+// (EAL's pinning would otherwise be inherited by every thread).
+const std::vector<int> &process_cpus();
+void unpin_current_thread();
+
+}  // namespace sluice

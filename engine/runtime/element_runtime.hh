@@ -1,0 +1,165 @@
+// The run-time side of an element: one instance per node of the lane graph
+// (one per lane, or one for a shared element), holding the element's
+// configuration and state. Segment loops move batches through these
+// instances; the loop itself is replaceable at a batch boundary (the JIT and
+// hot reload swap it), while the instances, and so the state, stay in place.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/graph.hh"
+#include "engine/runtime/counters.hh"
+#include "engine/runtime/packet.hh"
+
+namespace sluice {
+
+class RuntimeElement;
+class PacketChannel;
+struct RunContext;
+
+// Where an output port leads: an element of the same segment, or a channel
+// to another segment (through a Ring, or the merge into a shared element).
+struct OutputTarget {
+  RuntimeElement *element = nullptr;
+  int port = 0;
+  PacketChannel *channel = nullptr;
+};
+
+class RuntimeElement {
+ public:
+  RuntimeElement(const Node &node, RunContext &ctx);
+  virtual ~RuntimeElement() = default;
+  RuntimeElement(const RuntimeElement &) = delete;
+  RuntimeElement &operator=(const RuntimeElement &) = delete;
+
+  const std::string &name() const { return name_; }
+  const std::string &class_name() const { return class_name_; }
+  int lane() const { return lane_; }
+  const Node &node() const { return *node_; }
+
+  // Packets arriving on input `port`, counted. The element then owns them:
+  // each goes to an output, is absorbed, or is dropped with a reason.
+  void receive(int port, PacketBatch &batch) {
+    counters.in.add(batch.count);
+    push(port, batch);
+  }
+
+  // After every instance exists and the sources have started, on the main
+  // thread: open files, compile expressions. Throws std::runtime_error with a
+  // message for the user when the element cannot run.
+  virtual void prepare() {}
+  // Called once per loop pass of its segment with the lane's packet time,
+  // also when no packet came (live lanes advance time while idle).
+  virtual bool wants_tick() const { return false; }
+  virtual void tick(uint64_t now_ns) {}
+  // End of input: emit or write whatever the element still holds. Runs once,
+  // on the segment's thread, after the last batch, in topological order.
+  virtual void flush() {}
+  // Lines for the run summary beyond the packet counters.
+  virtual void report(std::vector<std::string> &lines) const {}
+
+  // Sends a batch out of output `port` (for segment programs: a source's batch).
+  void send(int port, PacketBatch &batch) { emit(port, batch); }
+
+  // Wiring, at setup.
+  void connect(int out_port, OutputTarget t);
+  size_t output_count() const { return outputs_.size(); }
+  const std::vector<OutputTarget> &targets(int out_port) const { return outputs_[out_port].targets; }
+
+  ElementCounters counters;
+
+ protected:
+  virtual void push(int port, PacketBatch &batch) = 0;
+
+  // Hands the batch to what output `port` is connected to. With several
+  // connections each gets the packets (one more mbuf reference per extra
+  // copy); with none they are dropped with the port's unconnected reason.
+  void emit(int port, PacketBatch &batch);
+  // Drops with a reason from counters.reason().
+  void drop(rte_mbuf *m, int reason);
+  void drop_all(PacketBatch &batch, int reason);
+  // Ends packets here by design (Discard, PcapSink).
+  void absorb_all(PacketBatch &batch);
+  // The reason packets sent to an unconnected optional output are dropped with.
+  void set_unconnected_reason(int out_port, const std::string &reason);
+
+  // Typed argument access (resolved per lane).
+  const Value &arg(std::string_view name) const;
+  bool has_arg(std::string_view name) const;
+
+  RunContext &ctx_;
+
+ private:
+  struct Output {
+    std::vector<OutputTarget> targets;
+    int unconnected_reason = -1;
+  };
+  const Node *node_;
+  std::string name_, class_name_;
+  int lane_;
+  std::vector<Output> outputs_;
+};
+
+// What a source's poll produced.
+enum class PollStatus { Packets, Idle, End };
+
+// An element that starts a lane: the segment loop polls it for batches.
+class SourceElement : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+  // Fills `batch` (up to burst packets, parsed and annotated).
+  virtual PollStatus poll(PacketBatch &batch) = 0;
+  // Live input (a NIC, an interface, paced replay): a full ring drops and
+  // counts. Offline input (a trace file, unpaced replay) waits instead, so
+  // that a replay gives the same result every time.
+  virtual bool live() const = 0;
+  // Called on the main thread after every element exists and before the
+  // segment threads start: open devices, generate traffic.
+  virtual void start() {}
+  // Packet counts the device saw that never reached the lane (rx missed,
+  // no mbuf), by reason: they count as received and dropped.
+  virtual void device_drops(std::vector<std::pair<std::string, uint64_t>> &out) const {}
+  uint64_t received_bytes() const { return counters.in_bytes.get(); }
+  // The link layer of the packets (pcap files may carry others than Ethernet).
+  virtual LinkType link_type() const { return LinkType::Ethernet; }
+  // Whether packets carry a capture time (trace files, TrafficGen) in anno().time_ns.
+  virtual bool has_capture_time() const { return false; }
+  // Whether the device stamps packets itself (Timestamp(clock hw)).
+  virtual bool has_hw_timestamps() const { return false; }
+
+ protected:
+  void push(int, PacketBatch &) override {}
+};
+
+// The factory registry: one factory per element class that can run.
+using RuntimeFactory = std::function<std::unique_ptr<RuntimeElement>(const Node &, RunContext &)>;
+class RuntimeRegistry {
+ public:
+  static RuntimeRegistry &global();
+  void add(const std::string &cls, RuntimeFactory f) { factories_[cls] = std::move(f); }
+  const RuntimeFactory *find(const std::string &cls) const {
+    auto it = factories_.find(cls);
+    return it == factories_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<std::string, RuntimeFactory> factories_;
+};
+
+struct RegisterRuntime {
+  RegisterRuntime(const char *cls, RuntimeFactory f) { RuntimeRegistry::global().add(cls, std::move(f)); }
+};
+
+}  // namespace sluice
+
+// In an element's .cc: SLUICE_RUNTIME("Filter", FilterRuntime) where the class
+// has a constructor (const Node &, RunContext &).
+#define SLUICE_RUNTIME(cls, Type)                                                              \
+  static ::sluice::RegisterRuntime SLUICE_ELEMENT_CAT(sluice_runtime_, __LINE__){               \
+      cls, [](const ::sluice::Node &n, ::sluice::RunContext &c) -> std::unique_ptr<::sluice::RuntimeElement> { \
+        return std::make_unique<Type>(n, c);                                                    \
+      }}

@@ -1,0 +1,250 @@
+#include "engine/runtime/eth_device.hh"
+
+#include <pcap/pcap.h>
+#include <rte_bus_vdev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf_dyn.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "engine/packet/rss_hash.hh"
+
+namespace sluice {
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
+  return s;
+}
+
+bool looks_like_pci(const std::string &s) {
+  auto hex = [](char c) { return isxdigit(static_cast<unsigned char>(c)) != 0; };
+  // [dddd:]bb:dd.f
+  std::string t = s.size() == 7 ? "0000:" + s : s;
+  if (t.size() != 12) return false;
+  for (int i : {0, 1, 2, 3, 5, 6, 8, 9})
+    if (!hex(t[i])) return false;
+  return t[4] == ':' && t[7] == ':' && t[10] == '.' && t[11] >= '0' && t[11] <= '7';
+}
+
+}  // namespace
+
+bool parse_device(const std::string &text, DeviceSpec &out, std::string *error) {
+  out = DeviceSpec{};
+  out.text = text;
+  auto colon = text.find(':');
+  std::string kind = colon == std::string::npos ? text : text.substr(0, colon);
+  std::string rest = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (looks_like_pci(text)) {
+    out.kind = DeviceSpec::Kind::Pci;
+    out.name = text.size() == 7 ? "0000:" + text : text;
+    return true;
+  }
+  if (kind == "pcap") {
+    out.kind = DeviceSpec::Kind::Pcap;
+    size_t start = 0;
+    while (start <= rest.size()) {
+      size_t comma = rest.find(',', start);
+      std::string f = trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      if (!f.empty()) out.files.push_back(f);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (out.files.empty()) return *error = "device '" + text + "': 'pcap:' needs a file name", false;
+    return true;
+  }
+  if (kind == "af_packet" || kind == "af_xdp") {
+    out.kind = kind == "af_packet" ? DeviceSpec::Kind::AfPacket : DeviceSpec::Kind::AfXdp;
+    out.name = trim(rest);
+    if (out.name.empty()) return *error = "device '" + text + "': '" + kind + ":' needs an interface name", false;
+    return true;
+  }
+  if (text == "null") {
+    out.kind = DeviceSpec::Kind::Null;
+    return true;
+  }
+  *error = "device '" + text +
+           "' is not one Sluice knows: use a PCI address (0000:3b:00.0), pcap:FILE, af_packet:IFACE, "
+           "af_xdp:IFACE or null";
+  return false;
+}
+
+EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigned queues, unsigned rx_desc,
+                     bool symmetric, rte_mempool *pool)
+    : spec_(spec), element_(element), rx_desc_(rx_desc), symmetric_(symmetric), pool_(pool) {
+  static std::atomic<unsigned> next_vdev{0};
+  auto vdev_name = [&](const char *driver) { return std::string(driver) + std::to_string(next_vdev++); };
+  switch (spec.kind) {
+    case DeviceSpec::Kind::Pcap: {
+      // libpcap reads each file first: a clear error for a missing or bad
+      // file, the link type (net_pcap passes frames on without it), and the
+      // packet count that tells the end of a file from a lack of buffers.
+      int link = -1;
+      for (const std::string &f : spec.files) {
+        char err[PCAP_ERRBUF_SIZE] = "";
+        pcap_t *p = pcap_open_offline_with_tstamp_precision(f.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+        if (!p) throw std::runtime_error("device '" + spec.text + "' of '" + element + "': cannot read '" + f + "': " + err);
+        int dl = pcap_datalink(p);
+        if (link >= 0 && dl != link) {
+          pcap_close(p);
+          throw std::runtime_error("device '" + spec.text + "' of '" + element + "': '" + f +
+                                   "' has another link type than the files before it (" +
+                                   pcap_datalink_val_to_name(dl) + " vs " + pcap_datalink_val_to_name(link) + ")");
+        }
+        link = dl;
+        pcap_pkthdr *h;
+        const u_char *d;
+        uint64_t n = 0;
+        while (pcap_next_ex(p, &h, &d) == 1) {
+          if (n++ == 0 && first_ns_ == 0) first_ns_ = uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec);
+        }
+        pcap_close(p);
+        expected_.push_back(n);
+        open_port(vdev_name("net_pcap"), "rx_pcap=" + f, 1);
+      }
+      link_ = LinkType(link);
+      hw_queues_ = 1;
+      break;
+    }
+    case DeviceSpec::Kind::AfPacket:
+      open_port(vdev_name("net_af_packet"), "iface=" + spec.name + ",qpairs=" + std::to_string(queues), queues);
+      break;
+    case DeviceSpec::Kind::AfXdp:
+      // af_xdp drives one queue of the interface here (PLATFORM.md: veth has
+      // one); the lanes share it through software RSS.
+      open_port(vdev_name("net_af_xdp"), "iface=" + spec.name + ",start_queue=0,queue_count=1", 1);
+      break;
+    case DeviceSpec::Kind::Null:
+      open_port(vdev_name("net_null"), "no-rx=1", queues);
+      break;
+    case DeviceSpec::Kind::Pci:
+      open_port("", "", queues);
+      break;
+  }
+}
+
+void EthDevice::open_port(const std::string &vdev, const std::string &args, unsigned queues) {
+  auto fail = [&](const std::string &why) {
+    throw std::runtime_error("cannot open device '" + spec_.text + "' of '" + element_ + "': " + why);
+  };
+  uint16_t port;
+  if (!vdev.empty()) {
+    int rc = rte_vdev_init(vdev.c_str(), args.c_str());
+    if (rc < 0) {
+      std::string why = rc == -EEXIST ? "already open" : rte_strerror(-rc);
+      if (spec_.kind == DeviceSpec::Kind::AfPacket || spec_.kind == DeviceSpec::Kind::AfXdp)
+        why += " (does interface '" + spec_.name + "' exist? capturing from it needs root or CAP_NET_RAW)";
+      fail(why);
+    }
+    vdevs_.push_back(vdev);
+    if (rte_eth_dev_get_port_by_name(vdev.c_str(), &port) != 0) fail("no port after creating " + vdev);
+  } else if (rte_eth_dev_get_port_by_name(spec_.name.c_str(), &port) != 0) {
+    fail("no DPDK port for this PCI address (is the NIC bound to vfio-pci and listed in the host profile?)");
+  }
+
+  rte_eth_dev_info info;
+  if (int rc = rte_eth_dev_info_get(port, &info); rc != 0) fail(rte_strerror(-rc));
+  unsigned nq = std::max(1u, std::min<unsigned>(queues, info.max_rx_queues));
+  rte_eth_conf conf{};
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_TIMESTAMP) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_TIMESTAMP;
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+  static uint8_t key[ToeplitzHash::kKeyLen];
+  std::copy(ToeplitzHash::kSymmetricKey, ToeplitzHash::kSymmetricKey + ToeplitzHash::kKeyLen, key);
+  uint64_t hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  if (spec_.kind == DeviceSpec::Kind::Pci && nq > 1 && hf) {
+    // The NIC spreads flows; with the symmetric key both directions of a
+    // connection land in one queue. Without `symmetric`, the driver's key.
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = hf;
+    if (symmetric_ && info.hash_key_size == ToeplitzHash::kKeyLen) {
+      conf.rx_adv_conf.rss_conf.rss_key = key;
+      conf.rx_adv_conf.rss_conf.rss_key_len = ToeplitzHash::kKeyLen;
+    }
+    hw_rss_ = true;
+  }
+  if (int rc = rte_eth_dev_configure(port, uint16_t(nq), 0, &conf); rc != 0)
+    fail(std::string("configuration refused: ") + rte_strerror(-rc));
+  uint16_t desc = uint16_t(std::min(rx_desc_, 65535u)), no_tx = 0;
+  rte_eth_dev_adjust_nb_rx_tx_desc(port, &desc, &no_tx);
+  int socket = rte_eth_dev_socket_id(port);
+  for (unsigned q = 0; q < nq; ++q) {
+    rte_eth_rxconf rxconf = info.default_rxconf;
+    rxconf.offloads = conf.rxmode.offloads;
+    if (int rc = rte_eth_rx_queue_setup(port, uint16_t(q), desc, socket < 0 ? SOCKET_ID_ANY : unsigned(socket),
+                                        &rxconf, pool_);
+        rc != 0)
+      fail("receive queue " + std::to_string(q) + ": " + rte_strerror(-rc));
+  }
+  if (int rc = rte_eth_dev_start(port); rc != 0) fail(std::string("start: ") + rte_strerror(-rc));
+  if (spec_.kind != DeviceSpec::Kind::Pcap && spec_.kind != DeviceSpec::Kind::Null)
+    rte_eth_promiscuous_enable(port);  // a probe sees all traffic; a refusal is not fatal
+  // net_pcap stamps every packet with its capture time without announcing
+  // the offload; NICs stamp when the offload is on.
+  if ((conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_TIMESTAMP) || spec_.kind == DeviceSpec::Kind::Pcap) {
+    int off = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
+    int bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
+    if (off >= 0 && bit >= 0) ts_offset_ = off, ts_flag_ = 1ull << bit;
+  }
+  if (spec_.kind != DeviceSpec::Kind::Pcap) hw_queues_ = nq;
+  ports_.push_back(port);
+}
+
+EthDevice::~EthDevice() {
+  for (uint16_t p : ports_) {
+    rte_eth_dev_stop(p);
+    rte_eth_dev_close(p);
+  }
+  for (const std::string &v : vdevs_) rte_vdev_uninit(v.c_str());
+}
+
+uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, uint16_t n, bool *end) {
+  *end = false;
+  if (spec_.kind != DeviceSpec::Kind::Pcap) return rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
+  while (current_ < ports_.size()) {
+    uint16_t got = rte_eth_rx_burst(ports_[current_], 0, pkts, n);
+    if (got && ts_scale_ == 0) calibrate_timestamps(pkts[0]);
+    if (got) {
+      delivered_ += got;
+      empty_polls_ = 0;
+      return got;
+    }
+    // A file is done when all its packets came, or when nothing comes for a
+    // long while with buffers to spare (net_pcap drops a packet it has read
+    // when no buffer is free: those are counted as lost).
+    bool done = delivered_ >= expected_[current_];
+    if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n + 256 * RTE_MAX_LCORE / 8) {
+      lost_ += expected_[current_] - delivered_;
+      done = true;
+    }
+    if (!done) return 0;
+    ++current_, delivered_ = 0, empty_polls_ = 0;
+  }
+  *end = true;
+  return 0;
+}
+
+// net_pcap's timestamp unit has changed between DPDK releases (us, ns):
+// the first packet's value is compared with the capture time libpcap read.
+void EthDevice::calibrate_timestamps(const rte_mbuf *m) {
+  ts_scale_ = 1;
+  if (ts_offset_ < 0 || !(m->ol_flags & ts_flag_)) return;
+  uint64_t v = *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *);
+  auto near = [&](uint64_t a) { return (a > first_ns_ ? a - first_ns_ : first_ns_ - a) < 1000000ull; };
+  if (!near(v) && near(v * 1000)) ts_scale_ = 1000;
+}
+
+std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {
+  uint64_t missed = 0, nombuf = 0, errors = 0;
+  for (uint16_t p : ports_) {
+    rte_eth_stats st;
+    if (rte_eth_stats_get(p, &st) == 0) missed += st.imissed, nombuf += st.rx_nombuf, errors += st.ierrors;
+  }
+  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = std::max(nombuf, lost_);
+  return {{"rx missed", missed}, {"rx no buffer", nombuf}, {"rx errors", errors}};
+}
+
+}  // namespace sluice

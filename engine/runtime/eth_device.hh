@@ -1,0 +1,84 @@
+// DPDK ethdev ports behind RSSSource's device strings: a NIC by PCI address,
+// or a virtual device (pcap files, af_packet, af_xdp, null). Opens and starts
+// the ports, and says what the device can do: how many receive queues it
+// really has (else the runtime spreads packets over lanes in software),
+// whether it stamps packets, whether its input is a finite file.
+#pragma once
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+#include <rte_mempool.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/packet/packet_meta.hh"
+
+namespace sluice {
+
+struct DeviceSpec {
+  enum class Kind { Pci, Pcap, AfPacket, AfXdp, Null } kind = Kind::Null;
+  std::string text;                // as the user wrote it
+  std::vector<std::string> files;  // pcap
+  std::string name;                // interface or PCI address
+};
+
+// Parses a device string; false with *error for the user when it is not one.
+bool parse_device(const std::string &text, DeviceSpec &out, std::string *error);
+
+class EthDevice {
+ public:
+  // Opens the device with `queues` lanes' worth of receive queues where the
+  // device has them. Throws std::runtime_error naming the device and why.
+  EthDevice(const DeviceSpec &spec, const std::string &element, unsigned queues, unsigned rx_desc,
+            bool symmetric, rte_mempool *pool);
+  ~EthDevice();
+  EthDevice(const EthDevice &) = delete;
+  EthDevice &operator=(const EthDevice &) = delete;
+
+  const DeviceSpec &spec() const { return spec_; }
+  // Receive queues the hardware (or kernel) spreads packets over; 1 means
+  // the runtime must spread them in software.
+  unsigned hw_queues() const { return hw_queues_; }
+  bool finite() const { return spec_.kind == DeviceSpec::Kind::Pcap; }
+  bool live() const { return !finite(); }
+  LinkType link_type() const { return link_; }
+  bool has_timestamps() const { return ts_offset_ >= 0; }
+  bool hw_rss() const { return hw_rss_; }
+
+  // Receives up to n packets from queue q. For pcap files, the files are
+  // read one after the other; *end is set once the last is exhausted.
+  uint16_t receive(unsigned q, rte_mbuf **pkts, uint16_t n, bool *end);
+  // The capture or receive time the device put on a packet, in UNIX ns.
+  uint64_t timestamp(const rte_mbuf *m) const {
+    return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) * ts_scale_ : 0;
+  }
+  // Packets the device saw that never reached us, by reason.
+  std::vector<std::pair<std::string, uint64_t>> losses() const;
+
+ private:
+  void calibrate_timestamps(const rte_mbuf *m);
+  void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
+
+  DeviceSpec spec_;
+  std::string element_;
+  unsigned rx_desc_;
+  bool symmetric_;
+  rte_mempool *pool_;
+  unsigned hw_queues_ = 1;
+  bool hw_rss_ = false;
+  LinkType link_ = LinkType::Ethernet;
+  std::vector<uint16_t> ports_;        // pcap: one per file, read in order
+  std::vector<std::string> vdevs_;     // to remove at the end
+  std::vector<uint64_t> expected_;     // pcap: packets per file
+  size_t current_ = 0;                 // pcap: the file being read
+  uint64_t delivered_ = 0;             // pcap: packets of the current file so far
+  uint64_t lost_ = 0;                  // pcap: packets read but lost for lack of buffers
+  unsigned empty_polls_ = 0;
+  int ts_offset_ = -1;
+  uint64_t ts_flag_ = 0;
+  uint64_t ts_scale_ = 0;   // to ns; 0 until the first packet calibrates it
+  uint64_t first_ns_ = 0;   // pcap: capture time of the first packet, from libpcap
+};
+
+}  // namespace sluice

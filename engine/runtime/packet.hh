@@ -1,0 +1,45 @@
+// Packets as the runtime moves them: DPDK mbufs in batches, each mbuf
+// carrying its parsed headers and its time in the mbuf private area, so
+// that every element reads them without touching the packet again.
+#pragma once
+#include <rte_mbuf.h>
+
+#include <cstdint>
+
+#include "engine/packet/packet_meta.hh"
+
+namespace sluice {
+
+// The per-packet annotations in the mbuf private area (set at the source).
+struct alignas(8) PacketAnno {
+  PacketMeta meta;     // headers, parsed once by the source
+  uint64_t time_ns;    // packet time (UNIX ns): the capture time, or what Timestamp set
+  uint32_t hash;       // symmetric RSS hash (software or the NIC's)
+  uint32_t wire_len;   // length on the wire (pcap's len); the mbuf holds pkt_len bytes
+};
+inline constexpr uint16_t kMbufPrivSize = RTE_ALIGN(sizeof(PacketAnno), RTE_MBUF_PRIV_ALIGN);
+
+inline PacketAnno &anno(rte_mbuf *m) { return *static_cast<PacketAnno *>(rte_mbuf_to_priv(m)); }
+inline const PacketAnno &anno(const rte_mbuf *m) {
+  return *static_cast<const PacketAnno *>(rte_mbuf_to_priv(const_cast<rte_mbuf *>(m)));
+}
+
+// Largest batch: the `burst` argument's upper bound.
+inline constexpr int kMaxBurst = 512;
+
+struct PacketBatch {
+  uint16_t count = 0;
+  rte_mbuf *pkts[kMaxBurst];
+
+  void push(rte_mbuf *m) { pkts[count++] = m; }
+  bool empty() const { return count == 0; }
+  void clear() { count = 0; }
+  // Sum of wire lengths, for bit rates.
+  uint64_t wire_bytes() const {
+    uint64_t b = 0;
+    for (int i = 0; i < count; ++i) b += anno(pkts[i]).wire_len;
+    return b;
+  }
+};
+
+}  // namespace sluice

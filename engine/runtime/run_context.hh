@@ -1,0 +1,59 @@
+// What the elements of a run share: the lane graph, the run's options and
+// flags, and the packet pools. Elements get it at construction.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/graph.hh"
+
+struct rte_mempool;
+
+namespace sluice {
+
+class SourceElement;
+
+struct RunOptions {
+  std::vector<std::string> eal_args;  // from the host profile
+  uint64_t duration_ns = 0;           // 0: until end of input or Ctrl-C
+  bool status_line = true;            // live status once a second
+  int status_fd = 2;
+};
+
+struct RunContext {
+  explicit RunContext(const LaneGraph &lg, const RunOptions &o) : lanes(&lg), options(o) {}
+  const LaneGraph &graph() const { return *lanes; }
+
+  const LaneGraph *lanes;
+  RunOptions options;
+  // Sources stop at their next poll (Ctrl-C, --duration); the run then drains.
+  std::atomic<bool> stop_sources{false};
+  // Give up waiting on full rings: a second Ctrl-C.
+  std::atomic<bool> stop_now{false};
+  // The source of each lane (set once every element exists).
+  std::vector<SourceElement *> lane_sources;
+  SourceElement *lane_source(int lane) const { return lane >= 0 ? lane_sources[lane] : nullptr; }
+  // Wall-clock time the data plane started (CLOCK_REALTIME ns), for paced sources.
+  uint64_t start_wall_ns = 0;
+
+  // Memory for packets: one pool per source element, shared by its lanes,
+  // sized for what the lanes can hold at once (rings, descriptors, bursts).
+  rte_mempool *pool_for_source(int element, unsigned data_room);
+  std::vector<unsigned> lane_mbufs;  // by lane
+  std::vector<std::pair<int, rte_mempool *>> pools;
+
+  // State one source element shares between its lanes (an opened device).
+  std::vector<std::pair<int, std::shared_ptr<void>>> source_state;
+  template <typename T, typename Make>
+  std::shared_ptr<T> shared_source_state(int element, Make make) {
+    for (auto &[e, p] : source_state)
+      if (e == element) return std::static_pointer_cast<T>(p);
+    std::shared_ptr<T> p = make();
+    source_state.emplace_back(element, p);
+    return p;
+  }
+};
+
+}  // namespace sluice

@@ -1,0 +1,298 @@
+#include "engine/runtime/runtime.hh"
+
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/runtime/dpdk_env.hh"
+
+namespace sluice {
+
+namespace {
+
+// Packets a lane can hold besides its rings: receive descriptors, the
+// software-RSS queue, bursts in flight in each element, mempool caches.
+constexpr unsigned kLaneMbufSlack = 8192;
+// The merge of a lane into a shared element.
+constexpr unsigned kMergeCapacity = 4096;
+
+uint64_t wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+bool is_pci_address(const std::string &s) {
+  static const std::regex pci("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  return std::regex_match(s, pci);
+}
+
+std::string human(double v, const char *unit) {
+  const char *prefix[] = {"", "K", "M", "G", "T"};
+  int i = 0;
+  while (v >= 1000 && i < 4) v /= 1000, ++i;
+  char buf[64];
+  snprintf(buf, sizeof buf, i == 0 ? "%.0f %s%s" : "%.2f %s%s", v, prefix[i], unit);
+  return buf;
+}
+
+}  // namespace
+
+rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
+  for (auto &[e, p] : pools)
+    if (e == element) return p;
+  unsigned n = 0;
+  for (const Lane &l : lanes->lanes)
+    if (l.source == element) n += lane_mbufs[l.id];
+  std::string name = "pool" + std::to_string(element);
+  rte_mempool *p = rte_pktmbuf_pool_create(name.c_str(), n, 256, kMbufPrivSize,
+                                           uint16_t(RTE_PKTMBUF_HEADROOM + data_room), SOCKET_ID_ANY);
+  if (!p)
+    throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for '" +
+                             lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno) +
+                             " (give DPDK more memory in the host profile, or use smaller rings)");
+  pools.emplace_back(element, p);
+  return p;
+}
+
+Runtime::Runtime(const LaneGraph &lg, RunOptions options) : ctx_(lg, std::move(options)) {}
+
+Runtime::~Runtime() {
+  request_abort();
+  for (auto &s : segments_) s->join();
+  segments_.clear();
+  elements_.clear();  // sources close their devices
+  channels_.clear();
+}
+
+RuntimeElement *Runtime::find(const std::string &name) const {
+  for (const auto &e : elements_)
+    if (e && e->name() == name) return e.get();
+  return nullptr;
+}
+
+bool Runtime::setup(std::string *error) {
+  const LaneGraph &lg = ctx_.graph();
+  const ElementGraph &g = *lg.graph;
+  try {
+    // Every class must be able to run.
+    for (const Node &n : lg.nodes) {
+      const Element &e = g.elements[n.element];
+      if (!RuntimeRegistry::global().find(e.spec->name))
+        throw std::runtime_error("element '" + e.name + "' (" + e.spec->name +
+                                 ") has no run-time implementation yet; it can be checked and planned, not run");
+    }
+
+    // Packet memory per lane: its rings and some slack.
+    ctx_.lane_mbufs.assign(lg.lanes.size(), kLaneMbufSlack);
+    for (const Edge &ed : lg.edges) {
+      const Node &from = lg.nodes[ed.from];
+      if (!ed.crosses_segments || from.lane < 0) continue;
+      unsigned cap = kMergeCapacity;
+      if (const ResolvedArg *a = from.arg("capacity"); a && g.elements[from.element].spec->is_thread_boundary())
+        cap = unsigned(a->value.integer);
+      ctx_.lane_mbufs[from.lane] += cap;
+    }
+    for (const Node &n : lg.nodes)
+      if (const ResolvedArg *a = n.arg("rx_desc"); a && n.lane >= 0) ctx_.lane_mbufs[n.lane] += unsigned(a->value.integer);
+
+    EalRequest eal;
+    eal.args = ctx_.options.eal_args;
+    double bytes = 0;
+    for (const Lane &l : lg.lanes) bytes += double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + 9216);
+    eal.memory_mb = unsigned(bytes / (1 << 20)) + 128;
+    for (const Node &n : lg.nodes) {
+      if (g.elements[n.element].spec->name != "RSSSource") continue;
+      const ResolvedArg *dev = n.arg("device");
+      if (dev && is_pci_address(dev->value.text)) {
+        eal.pci = true;
+        if (std::find(eal.allow.begin(), eal.allow.end(), dev->value.text) == eal.allow.end())
+          eal.allow.push_back(dev->value.text);
+      }
+    }
+    if (!init_eal(eal, error)) return false;
+
+    // One instance per node.
+    elements_.resize(lg.nodes.size());
+    for (size_t i = 0; i < lg.nodes.size(); ++i) {
+      const Node &n = lg.nodes[i];
+      elements_[i] = (*RuntimeRegistry::global().find(g.elements[n.element].spec->name))(n, ctx_);
+    }
+    lane_source_.assign(lg.lanes.size(), nullptr);
+    for (size_t i = 0; i < lg.nodes.size(); ++i)
+      if (auto *s = dynamic_cast<SourceElement *>(elements_[i].get())) lane_source_[lg.nodes[i].lane] = s;
+
+    ctx_.lane_sources = lane_source_;
+    for (const Lane &l : lg.lanes)
+      if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
+    for (const Segment &s : lg.segments) segments_.push_back(std::make_unique<SegmentRunner>(s, ctx_));
+
+    // Edges: within a segment a direct call, between segments a channel.
+    for (const Edge &ed : lg.edges) {
+      RuntimeElement *from = elements_[ed.from].get();
+      RuntimeElement *to = elements_[ed.to].get();
+      if (!ed.crosses_segments) {
+        from->connect(ed.from_port, {to, ed.to_port, nullptr});
+        continue;
+      }
+      const Node &fn = lg.nodes[ed.from];
+      bool ring = g.elements[fn.element].spec->is_thread_boundary();
+      unsigned cap = kMergeCapacity;
+      if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
+      auto ch = std::make_unique<PacketChannel>(from->name(), cap, SOCKET_ID_ANY);
+      bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
+      ch->set_overflow(from, from->counters.reason(ring ? "ring full" : "shared input full"), !live);
+      ch->set_target({to, ed.to_port, nullptr});
+      from->connect(ed.from_port, {nullptr, 0, ch.get()});
+      segments_[fn.segment]->add_output(ch.get());
+      segments_[lg.nodes[ed.to].segment]->add_input(ch.get());
+      channels_.push_back(std::move(ch));
+    }
+    for (const Segment &s : lg.segments) {
+      SegmentRunner &r = *segments_[s.id];
+      for (int v : s.nodes) {
+        RuntimeElement *e = elements_[v].get();
+        r.add_element(e);
+        if (auto *src = dynamic_cast<SourceElement *>(e)) {
+          r.add_source(src);
+          if (const ResolvedArg *b = lg.nodes[v].arg("burst")) r.set_burst(unsigned(b->value.integer));
+        }
+      }
+    }
+    // Sources open their devices or generate their traffic.
+    for (auto &e : elements_)
+      if (auto *s = dynamic_cast<SourceElement *>(e.get())) s->start();
+    for (auto &e : elements_) e->prepare();
+  } catch (const std::exception &ex) {
+    *error = ex.what();
+    return false;
+  }
+  return true;
+}
+
+std::vector<const RuntimeElement *> Runtime::lane_elements(int lane) const {
+  std::vector<const RuntimeElement *> out;
+  for (const auto &e : elements_)
+    if (e->lane() == lane) out.push_back(e.get());
+  return out;
+}
+
+std::string Runtime::status_line(double t, std::vector<uint64_t> &last_pkts, std::vector<uint64_t> &last_bytes,
+                                 double dt) const {
+  std::string line;
+  char head[32];
+  snprintf(head, sizeof head, "[%6.1fs]", t);
+  line = head;
+  for (size_t l = 0; l < lane_source_.size(); ++l) {
+    uint64_t pkts = lane_source_[l]->counters.in.get(), bytes = lane_source_[l]->received_bytes();
+    uint64_t drops = 0;
+    for (const RuntimeElement *e : lane_elements(int(l))) drops += e->counters.dropped();
+    double pps = double(pkts - last_pkts[l]) / dt, bps = double(bytes - last_bytes[l]) * 8 / dt;
+    last_pkts[l] = pkts, last_bytes[l] = bytes;
+    line += (l ? " | lane " : " lane ") + std::to_string(l) + ": " + human(pps, "pps") + " " + human(bps, "bit/s") +
+            " drops " + std::to_string(drops);
+  }
+  return line;
+}
+
+void Runtime::run() {
+  ctx_.start_wall_ns = wall_ns();
+  auto t0 = std::chrono::steady_clock::now();
+  for (auto &s : segments_) s->start(&interpreter_);
+
+  std::vector<uint64_t> last_pkts(lane_source_.size()), last_bytes(lane_source_.size());
+  auto last = t0;
+  auto all_done = [&] {
+    return std::all_of(segments_.begin(), segments_.end(), [](const auto &s) { return s->done(); });
+  };
+  while (!all_done()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    auto now = std::chrono::steady_clock::now();
+    double t = std::chrono::duration<double>(now - t0).count();
+    if (ctx_.options.duration_ns && t * 1e9 >= double(ctx_.options.duration_ns)) request_stop();
+    double dt = std::chrono::duration<double>(now - last).count();
+    if (dt >= 1.0) {
+      if (ctx_.options.status_line) {
+        std::string line = status_line(t, last_pkts, last_bytes, dt) + "\n";
+        (void)!write(ctx_.options.status_fd, line.data(), line.size());
+      }
+      last = now;
+    }
+  }
+  for (auto &s : segments_) s->join();
+  elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+RunTotals Runtime::totals() const {
+  RunTotals t;
+  for (const auto &e : elements_) {
+    if (auto *s = dynamic_cast<const SourceElement *>(e.get())) {
+      t.received += s->counters.in.get();
+      std::vector<std::pair<std::string, uint64_t>> dd;
+      s->device_drops(dd);
+      for (auto &[r, n] : dd) t.received += n, t.dropped += n;
+    }
+    t.copies += e->counters.copies.get();
+    t.absorbed += e->counters.absorbed.get();
+    t.dropped += e->counters.dropped();
+  }
+  return t;
+}
+
+std::string Runtime::summary() const {
+  std::ostringstream o;
+  const LaneGraph &lg = ctx_.graph();
+  char buf[256];
+  auto element_rows = [&](int lane) {
+    snprintf(buf, sizeof buf, "  %-32s %12s %12s %12s %12s\n", "element", "in", "out", "absorbed", "dropped");
+    o << buf;
+    for (const RuntimeElement *e : lane_elements(lane)) {
+      const ElementCounters &c = e->counters;
+      snprintf(buf, sizeof buf, "  %-32s %12llu %12llu %12llu %12llu\n", e->name().c_str(),
+               (unsigned long long)c.in.get(), (unsigned long long)c.out.get(),
+               (unsigned long long)c.absorbed.get(), (unsigned long long)c.dropped());
+      o << buf;
+      for (size_t r = 0; r < c.reasons.size(); ++r)
+        if (c.drops[r].get()) o << "      dropped, " << c.reasons[r] << ": " << c.drops[r].get() << "\n";
+      if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
+        std::vector<std::pair<std::string, uint64_t>> dd;
+        s->device_drops(dd);
+        for (auto &[r, n] : dd)
+          if (n) o << "      lost at the device, " << r << ": " << n << "\n";
+      }
+      std::vector<std::string> lines;
+      e->report(lines);
+      for (const std::string &l : lines) o << "      " << l << "\n";
+    }
+  };
+  snprintf(buf, sizeof buf, "== run summary: %.2f s\n", elapsed_s_);
+  o << buf;
+  for (const Lane &l : lg.lanes) {
+    const SourceElement *s = lane_source_[l.id];
+    uint64_t pkts = s->counters.in.get(), bytes = s->received_bytes();
+    o << "lane " << l.id << ": received " << pkts << " packets, " << bytes << " bytes ("
+      << human(elapsed_s_ > 0 ? double(pkts) / elapsed_s_ : 0, "pps") << ")\n";
+    element_rows(l.id);
+  }
+  if (std::any_of(elements_.begin(), elements_.end(), [](const auto &e) { return e->lane() < 0; })) {
+    o << "shared:\n";
+    element_rows(-1);
+  }
+  RunTotals t = totals();
+  o << "accounting: received " << t.received << " + copies " << t.copies << " = absorbed " << t.absorbed
+    << " + dropped " << t.dropped << (t.balanced() ? ": every packet accounted for\n" : ": MISMATCH\n");
+  return o.str();
+}
+
+}  // namespace sluice

@@ -68,12 +68,12 @@ SLUICE_ELEMENT(rss_source_spec);
 namespace {
 
 // Headers parsed once, here: every later element reads the annotations.
-void annotate(const EthDevice &dev, rte_mbuf *m) {
+void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info) {
   PacketAnno &a = anno(m);
-  parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, m->pkt_len);
-  a.time_ns = dev.timestamp(m);
+  parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
+  a.time_ns = info.time_ns;
   a.hash = dev.hw_rss() ? m->hash.rss : symmetric_hash(a.meta);
-  a.wire_len = m->pkt_len;
+  a.wire_len = info.wire_len;
 }
 
 // One device shared by the lanes of one RSSSource. When the device spreads
@@ -113,14 +113,15 @@ struct DeviceReader {
       for (rte_ring *r : lane_rings) room = room && rte_ring_free_count(r) >= burst;
     if (room) {
       rte_mbuf *pkts[kMaxBurst];
+      EthDevice::RxInfo info[kMaxBurst];
       bool at_end = false;
-      uint16_t n = dev->receive(0, pkts, uint16_t(burst), &at_end);
+      uint16_t n = dev->receive(0, pkts, info, uint16_t(burst), &at_end);
       rte_mbuf *per_lane[kMaxBurst];
       if (n) {
         std::vector<unsigned> counts(lanes, 0);
         std::vector<std::vector<rte_mbuf *>> dealt(lanes);
         for (uint16_t i = 0; i < n; ++i) {
-          annotate(*dev, pkts[i]);
+          annotate(*dev, pkts[i], info[i]);
           dealt[lane_for(anno(pkts[i]).hash, lanes)].push_back(pkts[i]);
         }
         for (unsigned l = 0; l < lanes; ++l) {
@@ -180,9 +181,10 @@ class RSSSourceRuntime final : public SourceElement {
     if (!r.software) {
       if (ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
       bool end = false;
-      batch.count = r.dev->receive(queue_, batch.pkts, uint16_t(burst_), &end);
+      EthDevice::RxInfo info[kMaxBurst];
+      batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i]);
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i]);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));

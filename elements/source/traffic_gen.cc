@@ -1,5 +1,17 @@
 #include "elements/source/traffic_gen.hh"
 
+#include <time.h>
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "engine/packet/parse.hh"
+#include "engine/packet/rss_hash.hh"
+#include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/run_context.hh"
+#include "engine/traffic/traffic_model.hh"
+
 #include "elements/units.hh"
 
 using namespace sluice;
@@ -72,5 +84,125 @@ const ElementSpec &traffic_gen_spec() {
 }
 
 SLUICE_ELEMENT(traffic_gen_spec);
+
+namespace {
+
+uint64_t wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The traffic is generated once (engine/traffic) for all lanes of the
+// element, each lane then replays its own share into mbufs: copy the frame,
+// parse it like any received packet, stamp it with its trace time.
+class TrafficGenRuntime final : public SourceElement {
+ public:
+  TrafficGenRuntime(const Node &n, RunContext &c) : SourceElement(n, c) {
+    cfg_.flows = uint64_t(arg("flows").integer);
+    cfg_.new_flows_per_s = uint64_t(arg("new_flows_per_s").integer);
+    const Value &sizes = arg("sizes");
+    if (sizes.is_list)
+      for (const Value &v : sizes.items) cfg_.sizes.push_back(uint32_t(v.integer));
+    else if (!sizes.is_symbol)
+      cfg_.sizes.push_back(uint32_t(sizes.integer));
+    cfg_.duration_ns = uint64_t(arg("duration").integer);
+    cfg_.seed = uint64_t(arg("seed").integer);
+    cfg_.ipv6 = arg("ipv6").real;
+    cfg_.udp = arg("udp").real;
+    if (has_arg("vlan")) cfg_.vlan = uint16_t(arg("vlan").integer);
+    cfg_.lanes = uint32_t(arg("queues").integer);
+    if (has_arg("rate")) {
+      const Value &r = arg("rate");
+      (r.rate_unit == RateUnit::Packets ? rate_pps_ : rate_bps_) = r.real;
+    }
+    lane_index_ = unsigned(c.graph().lanes[lane()].queue);
+  }
+
+  bool live() const override { return rate_pps_ > 0 || rate_bps_ > 0; }
+  bool has_capture_time() const override { return true; }
+  const GeneratedTraffic &traffic() const { return *traffic_; }
+
+  void start() override {
+    traffic_ = ctx_.shared_source_state<GeneratedTraffic>(node().element, [&] {
+      try {
+        return std::make_shared<GeneratedTraffic>(generate_traffic(cfg_));
+      } catch (const std::exception &e) {
+        throw std::runtime_error("'" + ctx_.graph().graph->elements[node().element].name + "': " + e.what());
+      }
+    });
+    uint32_t largest = 2048;
+    for (uint32_t s : cfg_.sizes) largest = std::max(largest, s);
+    pool_ = ctx_.pool_for_source(node().element, largest);
+    lane_ = &traffic_->lanes[lane_index_];
+    // A paced lane sends its share of the rate, so that all lanes end together.
+    double share = traffic_->packets ? double(lane_->size()) / double(traffic_->packets) : 0;
+    rate_pps_ *= share, rate_bps_ *= share;
+  }
+
+  PollStatus poll(PacketBatch &batch) override {
+    if (next_ >= lane_->size() || ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
+    size_t n = std::min<size_t>(burst_, lane_->size() - next_);
+    if (live()) {  // paced: no more than the rate allows since the start
+      if (start_ns_ == 0) start_ns_ = wall_ns();
+      double elapsed = double(wall_ns() - start_ns_) * 1e-9;
+      if (rate_pps_ > 0) {
+        size_t allowed = size_t(rate_pps_ * elapsed);
+        if (allowed <= next_) return PollStatus::Idle;
+        n = std::min(n, allowed - next_);
+      } else {
+        double budget = rate_bps_ / 8 * elapsed;
+        size_t k = 0;
+        for (uint64_t b = sent_bytes_; k < n && double(b + lane_->packets[next_ + k].length) <= budget; ++k)
+          b += lane_->packets[next_ + k].length;
+        if (k == 0) return PollStatus::Idle;
+        n = k;
+      }
+    }
+    if (rte_pktmbuf_alloc_bulk(pool_, batch.pkts, unsigned(n)) != 0) {
+      no_buffer_.add();
+      return PollStatus::Idle;  // buffers come back as the lane drains
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const GeneratedPacket &p = lane_->packets[next_ + i];
+      rte_mbuf *m = batch.pkts[i];
+      uint16_t len = uint16_t(p.length);
+      uint8_t *d = reinterpret_cast<uint8_t *>(rte_pktmbuf_append(m, len));
+      std::memcpy(d, lane_->frame(next_ + i), len);
+      PacketAnno &a = anno(m);
+      parse_packet(d, len, LinkType::Ethernet, a.meta, len);
+      a.time_ns = p.ts_ns;
+      a.hash = symmetric_hash(a.meta);
+      a.wire_len = len;
+      sent_bytes_ += len;
+    }
+    batch.count = uint16_t(n);
+    next_ += n;
+    counters.in.add(n);
+    counters.in_bytes.add(batch.wire_bytes());
+    return PollStatus::Packets;
+  }
+
+  void report(std::vector<std::string> &lines) const override {
+    if (lane_index_ == 0) lines.push_back("generated: " + describe(cfg_));
+    lines.push_back("replayed " + std::to_string(next_) + " of " + std::to_string(lane_->size()) +
+                    " packets of this lane" + (no_buffer_.get() ? ", waited for buffers " + std::to_string(no_buffer_.get()) + " times" : ""));
+  }
+
+ private:
+  TrafficConfig cfg_;
+  double rate_pps_ = 0, rate_bps_ = 0;
+  unsigned lane_index_ = 0, burst_ = 32;
+  std::shared_ptr<GeneratedTraffic> traffic_;
+  const GeneratedLane *lane_ = nullptr;
+  rte_mempool *pool_ = nullptr;
+  size_t next_ = 0;
+  uint64_t sent_bytes_ = 0, start_ns_ = 0;
+  Counter no_buffer_;
+};
+
+}  // namespace
+
+SLUICE_RUNTIME("TrafficGen", TrafficGenRuntime);
 
 }  // namespace sluice::elements

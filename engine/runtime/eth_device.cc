@@ -86,7 +86,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
       int link = -1;
       for (const std::string &f : spec.files) {
         char err[PCAP_ERRBUF_SIZE] = "";
-        pcap_t *p = pcap_open_offline_with_tstamp_precision(f.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+        pcap_t *p = pcap_open_offline(f.c_str(), err);
         if (!p) throw std::runtime_error("device '" + spec.text + "' of '" + element + "': cannot read '" + f + "': " + err);
         int dl = pcap_datalink(p);
         if (link >= 0 && dl != link) {
@@ -99,9 +99,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
         pcap_pkthdr *h;
         const u_char *d;
         uint64_t n = 0;
-        while (pcap_next_ex(p, &h, &d) == 1) {
-          if (n++ == 0 && first_ns_ == 0) first_ns_ = uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec);
-        }
+        while (pcap_next_ex(p, &h, &d) == 1) ++n;
         pcap_close(p);
         expected_.push_back(n);
         open_port(vdev_name("net_pcap"), "rx_pcap=" + f, 1);
@@ -199,42 +197,64 @@ EthDevice::~EthDevice() {
     rte_eth_dev_close(p);
   }
   for (const std::string &v : vdevs_) rte_vdev_uninit(v.c_str());
+  if (shadow_) pcap_close(shadow_);
 }
 
-uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, uint16_t n, bool *end) {
+uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   *end = false;
-  if (spec_.kind != DeviceSpec::Kind::Pcap) return rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
+  if (spec_.kind != DeviceSpec::Kind::Pcap) {
+    uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
+    for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
+    return got;
+  }
   while (current_ < ports_.size()) {
+    if (!shadow_) {
+      char err[PCAP_ERRBUF_SIZE];
+      shadow_ = pcap_open_offline_with_tstamp_precision(spec_.files[current_].c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+      if (!shadow_) throw std::runtime_error("device '" + spec_.text + "': " + err);
+    }
     uint16_t got = rte_eth_rx_burst(ports_[current_], 0, pkts, n);
-    if (got && ts_scale_ == 0) calibrate_timestamps(pkts[0]);
     if (got) {
-      delivered_ += got;
+      shadow_records(pkts, info, got);
       empty_polls_ = 0;
       return got;
     }
-    // A file is done when all its packets came, or when nothing comes for a
-    // long while with buffers to spare (net_pcap drops a packet it has read
-    // when no buffer is free: those are counted as lost).
-    bool done = delivered_ >= expected_[current_];
-    if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n + 256 * RTE_MAX_LCORE / 8) {
-      lost_ += expected_[current_] - delivered_;
+    // A file is done when all its records came (or were found lost), or
+    // when nothing comes for a long while with buffers to spare.
+    bool done = delivered_ + lost_in_file_ >= expected_[current_];
+    if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n) {
+      lost_ += expected_[current_] - delivered_ - lost_in_file_;
       done = true;
     }
     if (!done) return 0;
-    ++current_, delivered_ = 0, empty_polls_ = 0;
+    pcap_close(shadow_);
+    shadow_ = nullptr;
+    ++current_, delivered_ = 0, lost_in_file_ = 0, empty_polls_ = 0;
   }
   *end = true;
   return 0;
 }
 
-// net_pcap's timestamp unit has changed between DPDK releases (us, ns):
-// the first packet's value is compared with the capture time libpcap read.
-void EthDevice::calibrate_timestamps(const rte_mbuf *m) {
-  ts_scale_ = 1;
-  if (ts_offset_ < 0 || !(m->ol_flags & ts_flag_)) return;
-  uint64_t v = *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *);
-  auto near = [&](uint64_t a) { return (a > first_ns_ ? a - first_ns_ : first_ns_ - a) < 1000000ull; };
-  if (!near(v) && near(v * 1000)) ts_scale_ = 1000;
+// net_pcap hands out records in file order and keeps microseconds only; the
+// shadow reader walks the same records. A record whose time (to the
+// microsecond) or length differs from the mbuf's was read by net_pcap and
+// lost for lack of a buffer: it is skipped and counted.
+void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
+  for (uint16_t i = 0; i < n; ++i) {
+    uint64_t us = timestamp(pkts[i]);
+    info[i] = {us * 1000, pkts[i]->pkt_len};
+    pcap_pkthdr *h;
+    const u_char *d;
+    while (pcap_next_ex(shadow_, &h, &d) == 1) {
+      uint64_t ns = uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec);
+      if (h->caplen == pkts[i]->pkt_len && (ns / 1000 == us || ts_offset_ < 0)) {
+        info[i] = {ns, h->len};
+        break;
+      }
+      ++lost_, ++lost_in_file_;
+    }
+    ++delivered_;
+  }
 }
 
 std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {
@@ -243,7 +263,7 @@ std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {
     rte_eth_stats st;
     if (rte_eth_stats_get(p, &st) == 0) missed += st.imissed, nombuf += st.rx_nombuf, errors += st.ierrors;
   }
-  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = std::max(nombuf, lost_);
+  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = lost_;  // what the shadow reader found missing
   return {{"rx missed", missed}, {"rx no buffer", nombuf}, {"rx errors", errors}};
 }
 

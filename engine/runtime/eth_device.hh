@@ -14,6 +14,8 @@
 
 #include "engine/packet/packet_meta.hh"
 
+struct pcap;  // libpcap's pcap_t
+
 namespace sluice {
 
 struct DeviceSpec {
@@ -46,18 +48,24 @@ class EthDevice {
   bool has_timestamps() const { return ts_offset_ >= 0; }
   bool hw_rss() const { return hw_rss_; }
 
-  // Receives up to n packets from queue q. For pcap files, the files are
-  // read one after the other; *end is set once the last is exhausted.
-  uint16_t receive(unsigned q, rte_mbuf **pkts, uint16_t n, bool *end);
-  // The capture or receive time the device put on a packet, in UNIX ns.
-  uint64_t timestamp(const rte_mbuf *m) const {
-    return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) * ts_scale_ : 0;
-  }
+  // What a packet's mbuf does not say: its capture or receive time (UNIX
+  // ns, 0 when unknown) and its length on the wire.
+  struct RxInfo {
+    uint64_t time_ns;
+    uint32_t wire_len;
+  };
+  // Receives up to n packets from queue q, with their RxInfo. For pcap files,
+  // the files are read one after the other; *end is set once the last is
+  // exhausted.
+  uint16_t receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
   // Packets the device saw that never reached us, by reason.
   std::vector<std::pair<std::string, uint64_t>> losses() const;
 
  private:
-  void calibrate_timestamps(const rte_mbuf *m);
+  uint64_t timestamp(const rte_mbuf *m) const {
+    return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) : 0;
+  }
+  void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -74,11 +82,14 @@ class EthDevice {
   size_t current_ = 0;                 // pcap: the file being read
   uint64_t delivered_ = 0;             // pcap: packets of the current file so far
   uint64_t lost_ = 0;                  // pcap: packets read but lost for lack of buffers
+  uint64_t lost_in_file_ = 0;
   unsigned empty_polls_ = 0;
   int ts_offset_ = -1;
   uint64_t ts_flag_ = 0;
-  uint64_t ts_scale_ = 0;   // to ns; 0 until the first packet calibrates it
-  uint64_t first_ns_ = 0;   // pcap: capture time of the first packet, from libpcap
+  // pcap: the file being read is also read by libpcap, record for record,
+  // for what net_pcap drops: nanoseconds, the wire length, and which
+  // records net_pcap read but lost for lack of buffers.
+  ::pcap *shadow_ = nullptr;
 };
 
 }  // namespace sluice

@@ -479,7 +479,25 @@ private:
     Value v;
     LiteralProblem p;
     ast::Literal lit = bind_queue(b.literal, queue);
-    if (!convert_literal(lit, *b.spec, v, p)) diags_.error(b.literal.range, p.message, p.hint);
+    if (!convert_literal(lit, *b.spec, v, p)) diags_.error(problem_range(b.literal, lit.text, p), p.message, p.hint);
+  }
+
+  // A problem a validator placed inside the value (a filter expression's bad
+  // token) is shown at its column when the literal is a plain string, whose
+  // bytes are the value's: no escapes, no $variables. Otherwise: the literal.
+  SourceRange problem_range(const ast::Literal &lit, const std::string &value, const LiteralProblem &p) const {
+    SourceRange r = lit.range;
+    if (p.offset < 0 || lit.kind != ast::LiteralKind::String || !r.valid()) return r;
+    const std::string &text = sm_.file(r.begin.file).text;
+    if (r.end.offset > text.size() || r.end.offset < r.begin.offset + 2) return r;
+    std::string_view src(text.data() + r.begin.offset, r.end.offset - r.begin.offset);
+    if (src.front() != '"' || src.back() != '"' || src.substr(1, src.size() - 2) != value ||
+        value.find_first_of("\\$") != std::string::npos || static_cast<size_t>(p.offset) > value.size())
+      return r;
+    uint32_t begin = r.begin.offset + 1 + static_cast<uint32_t>(p.offset);
+    uint32_t len = std::min<uint32_t>(static_cast<uint32_t>(std::max(p.length, 0)),
+                                      static_cast<uint32_t>(value.size() - p.offset));
+    return SourceRange{{r.begin.file, begin}, {r.begin.file, begin + len}};
   }
 
   // A separate scope object per compound instance; kept alive for the pending references.

@@ -328,6 +328,8 @@ bool convert_literal(const ast::Literal &lit, const ArgSpec &spec, Value &out, L
     if (auto p = spec.validate(out)) {
       problem.message = p->message;
       problem.hint.clear();
+      problem.offset = p->offset;
+      problem.length = p->length;
       return false;
     }
   }

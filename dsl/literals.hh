@@ -14,10 +14,15 @@ namespace sluice {
 struct LiteralProblem {
   std::string message;
   std::string hint;
+  // Where inside the converted text the problem is (a validator's ArgProblem):
+  // byte offset and length in Value::text; offset -1: the whole literal.
+  int offset = -1;
+  int length = 0;
 };
 
 // Converts `lit` (variables already substituted) for `spec`. On failure returns
-// false and fills `problem`; the caller reports it at lit.range.
+// false and fills `problem`; the caller reports it at lit.range, or inside a
+// plain string literal at problem.offset.
 bool convert_literal(const ast::Literal &lit, const ArgSpec &spec, Value &out, LiteralProblem &problem);
 
 // Converts a value written as text (a spec's default, a --define value) for `spec`.

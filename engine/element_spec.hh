@@ -32,11 +32,12 @@ struct PortSpec {
   PortSpec &&describe(std::string d) && { doc = std::move(d); return std::move(*this); }
 };
 
-// An argument's problem found by a custom validator: message and byte offset of
-// the problem inside the value's text (for errors inside a filter expression).
+// An argument's problem found by a custom validator: message and the bytes of
+// the value's text it is about (for errors inside a filter expression).
 struct ArgProblem {
   std::string message;
   int offset = -1;  // -1: the whole value
+  int length = 0;   // bytes from offset; 0: a point (e.g. the end of the text)
 };
 using ArgValidator = std::function<std::optional<ArgProblem>(const Value &)>;
 

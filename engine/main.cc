@@ -65,12 +65,14 @@ int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGrap
 Runtime *g_running = nullptr;
 volatile sig_atomic_t g_interrupts = 0;
 void on_interrupt(int) {
-  if (!g_running) return;
-  if (++g_interrupts == 1) g_running->request_stop();
+  ++g_interrupts;
+  if (!g_running) return;  // still setting up: the run stops as soon as it starts
+  if (g_interrupts == 1) g_running->request_stop();
   else g_running->request_abort();
 }
 
-int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet) {
+int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet,
+               const std::string &stats_json) {
   SourceManager sm;
   ElementGraph graph;
   LaneGraph lanes;
@@ -98,26 +100,33 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     std::cerr << err << "\n";
     return kExitErrors;
   }
+  if (host_file.empty()) profile.eal_args = {"--no-huge"};  // the laptop profile's default
   opts.eal_args = profile.eal_args;
   opts.status_line = !quiet;
 
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   Runtime rt(lanes, opts);
   if (!rt.setup(&err)) {
     std::cerr << "sluice: error: " << err << "\n";
     return kExitErrors;
   }
   g_running = &rt;
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  if (g_interrupts) rt.request_stop();
   if (!quiet)
     std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
               << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, interpreter"
               << (host_file.empty() ? "" : ", host " + host_file) << "); Ctrl-C stops\n";
   rt.run();
   g_running = nullptr;
-  std::cout << rt.summary();
+  std::cout << rt.summary() << std::flush;
+  if (!stats_json.empty()) {
+    std::ofstream f(stats_json);
+    f << rt.summary_json();
+    if (!f) std::cerr << "sluice: cannot write " << stats_json << "\n";
+  }
   return rt.totals().balanced() ? kExitClean : kExitErrors;
 }
 
@@ -140,7 +149,7 @@ int main(int argc, char **argv) {
   plan->add_option("--format", plan_format, "text or dot")->check(CLI::IsMember({"text", "dot"}));
 
   ConfigArgs run_args;
-  std::string run_host, run_duration;
+  std::string run_host, run_duration, run_stats;
   bool run_quiet = false;
   auto *run = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
   run_args.add_to(run);
@@ -148,6 +157,7 @@ int main(int argc, char **argv) {
   run->add_option("--duration", run_duration, "stop after this long (e.g. 30s, 5min); default: end of input or Ctrl-C")
       ->type_name("T");
   run->add_flag("-q,--quiet", run_quiet, "no status line");
+  run->add_option("--stats-json", run_stats, "also write the run summary as JSON to this file")->type_name("FILE");
 
   std::string element_name;
   bool markdown = false;
@@ -182,7 +192,7 @@ int main(int argc, char **argv) {
     return kExitClean;
   }
 
-  if (*run) return run_config(run_args, run_host, run_duration, run_quiet);
+  if (*run) return run_config(run_args, run_host, run_duration, run_quiet, run_stats);
 
   SourceManager sm;
   ElementGraph graph;

@@ -1,5 +1,11 @@
 #include "elements/packet/filter.hh"
 
+#include <stdexcept>
+
+#include "engine/packet/pcap_filter.hh"
+#include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/run_context.hh"
+
 using namespace sluice;
 
 namespace sluice::elements {
@@ -13,13 +19,21 @@ const ElementSpec &filter_spec() {
               "Matches each packet against an expression in pcap-filter syntax, as tcpdump takes it: "
               "`tcp and port 443`, `net 10.0.0.0/8`, `vlan 100`, `ip6`, `not udp`. Matching packets leave on "
               "`match`, the others on `reject`.\n\n"
-              "The expression is compiled, not interpreted: in JIT mode it becomes part of the fused loop "
-              "of its segment, and it reads the headers the source already parsed.")
+              "libpcap compiles the expression, as tcpdump would, so it accepts exactly the packets tcpdump's "
+              "filter accepts, for the link type of the lane's source (a trace may be other than Ethernet). "
+              "The compiled program runs on the packet's bytes; in JIT mode it becomes part of the fused loop "
+              "of its segment.")
           .arg(ArgSpec::string("expr")
                    .needed()
                    .pos()
                    .describe("The filter expression, in pcap-filter syntax (see pcap-filter(7)), e.g. "
-                             "`\"tcp and port 443\"`."))
+                             "`\"tcp and port 443\"`.")
+                   // libpcap compiles it (for Ethernet) at check time; errors point inside the string
+                   .check([](const Value &v) -> std::optional<ArgProblem> {
+                     auto e = check_filter_expression(v.text);
+                     if (!e) return std::nullopt;
+                     return ArgProblem{e->message, e->offset, e->length};
+                   }))
           .input(PortSpec::packets("in").describe("Packets to test."))
           .output(PortSpec::packets("match").describe("Packets that match the expression."))
           .output(PortSpec::packets("reject").optional().describe(
@@ -28,5 +42,42 @@ const ElementSpec &filter_spec() {
 }
 
 SLUICE_ELEMENT(filter_spec);
+
+class FilterRuntime final : public RuntimeElement {
+ public:
+  FilterRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+    set_unconnected_reason(1, "filtered");
+  }
+
+  // Compiled once the lane's link type is known (its source is open).
+  void prepare() override {
+    SourceElement *src = ctx_.lane_source(lane() >= 0 ? lane() : 0);
+    LinkType link = src ? src->link_type() : LinkType::Ethernet;
+    std::string err;
+    auto f = PcapFilter::compile(arg("expr").text, link, &err);
+    if (!f) throw std::runtime_error("'" + name() + "': " + err);
+    filter_.emplace(std::move(*f));
+  }
+
+ protected:
+  void push(int, PacketBatch &batch) override {
+    PacketBatch reject;
+    uint16_t kept = 0;
+    for (int i = 0; i < batch.count; ++i) {
+      rte_mbuf *m = batch.pkts[i];
+      if (filter_->matches(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, anno(m).wire_len))
+        batch.pkts[kept++] = m;
+      else
+        reject.push(m);
+    }
+    batch.count = kept;
+    emit(0, batch);
+    emit(1, reject);
+  }
+
+ private:
+  std::optional<PcapFilter> filter_;
+};
+SLUICE_RUNTIME("Filter", FilterRuntime);
 
 }  // namespace sluice::elements

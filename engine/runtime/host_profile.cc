@@ -109,8 +109,14 @@ class ProfileReader {
 }  // namespace
 
 std::string default_host_profile_path() {
-  for (const char *p : {"configs/laptop.yaml", SLUICE_SHARE_DIR "/configs/laptop.yaml"})
-    if (std::filesystem::exists(p)) return p;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  // the working directory, the source tree of a build (build/engine/sluice),
+  // an installed share directory
+  for (const fs::path &p : {fs::path("configs/laptop.yaml"), exe / "../../configs/laptop.yaml",
+                            exe / "../share/sluice/configs/laptop.yaml", fs::path(SLUICE_SHARE_DIR "/configs/laptop.yaml")})
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
   return "";
 }
 

@@ -295,4 +295,56 @@ std::string Runtime::summary() const {
   return o.str();
 }
 
+namespace {
+std::string json_string(const std::string &s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else o += c;
+  }
+  return o + "\"";
+}
+}  // namespace
+
+std::string Runtime::summary_json() const {
+  std::ostringstream o;
+  RunTotals t = totals();
+  o << "{\"elapsed_s\": " << elapsed_s_ << ", \"received\": " << t.received << ", \"copies\": " << t.copies
+    << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
+    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
+  for (size_t l = 0; l < lane_source_.size(); ++l)
+    o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << lane_source_[l]->counters.in.get()
+      << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";
+  o << "],\n \"elements\": [";
+  bool first = true;
+  for (const auto &e : elements_) {
+    const ElementCounters &c = e->counters;
+    o << (first ? "\n  " : ",\n  ") << "{\"name\": " << json_string(e->name()) << ", \"class\": "
+      << json_string(e->class_name()) << ", \"lane\": " << e->lane() << ", \"in\": " << c.in.get()
+      << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
+      << ", \"bytes\": " << c.in_bytes.get() << ", \"drops\": {";
+    bool fr = true;
+    for (size_t r = 0; r < c.reasons.size(); ++r) {
+      o << (fr ? "" : ", ") << json_string(c.reasons[r]) << ": " << c.drops[r].get();
+      fr = false;
+    }
+    if (const auto *s = dynamic_cast<const SourceElement *>(e.get())) {
+      std::vector<std::pair<std::string, uint64_t>> dd;
+      s->device_drops(dd);
+      for (auto &[r, n] : dd) {
+        o << (fr ? "" : ", ") << json_string(r) << ": " << n;
+        fr = false;
+      }
+    }
+    o << "}}";
+    first = false;
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
 }  // namespace sluice

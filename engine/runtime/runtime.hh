@@ -38,6 +38,9 @@ class Runtime {
 
   // The summary: per lane and per element.
   std::string summary() const;
+  // The same as JSON, for tools and tests: lanes, elements with counters and
+  // drops by reason, totals.
+  std::string summary_json() const;
   RunTotals totals() const;
   const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return elements_; }
   RuntimeElement *find(const std::string &name) const;

@@ -1,0 +1,371 @@
+// `sluice run` end to end, as a user runs it: generated traces written and
+// read back through DPDK's net_pcap, software RSS over lanes, every packet
+// element, accounting, errors, --duration and Ctrl-C. Each test runs the
+// real binary (EAL initializes once per process) and checks its output
+// files with libpcap and its counters with --stats-json.
+#include <pcap/pcap.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/packet/parse.hh"
+#include "engine/packet/pcap_filter.hh"
+#include "engine/packet/rss_hash.hh"
+#include "engine/traffic/traffic_model.hh"
+
+using namespace sluice;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Run run_sluice(const std::string &args) {
+  std::string cmd = std::string("cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " ") + args + " 2>&1";
+  FILE *p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A scratch directory per test case, under the build tree.
+std::string scratch(const std::string &name) {
+  fs::path d = fs::path(SLUICE_TEST_PLUGIN_DIR) / "run" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+std::string write_file(const std::string &path, const std::string &text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string read_file(const std::string &path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A counter of one element from --stats-json: "in", "out", "absorbed", "copies", or a drop reason.
+uint64_t stat(const std::string &json, const std::string &element, const std::string &field) {
+  std::regex line("\\{\"name\": \"" + std::regex_replace(element, std::regex("[#@/]"), "\\$&") + "\".*");
+  std::smatch m;
+  REQUIRE(std::regex_search(json, m, line));
+  std::string l = m.str();
+  l = l.substr(0, l.find('\n'));
+  std::smatch v;
+  INFO(element << "." << field << " in " << l);
+  REQUIRE(std::regex_search(l, v, std::regex("\"" + field + "\": ([0-9]+)")));
+  return std::stoull(v[1].str());
+}
+uint64_t total(const std::string &json, const std::string &field) {
+  std::smatch v;
+  REQUIRE(std::regex_search(json, v, std::regex("^\\{[^\\n]*\"" + field + "\": ([0-9]+)")));
+  return std::stoull(v[1].str());
+}
+
+struct Packet {
+  uint64_t ns;
+  uint32_t len;
+  std::vector<uint8_t> data;
+  bool operator==(const Packet &) const = default;
+};
+
+std::vector<Packet> read_pcap(const std::string &path, int *linktype = nullptr) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t *p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+  INFO(path << ": " << err);
+  REQUIRE(p);
+  if (linktype) *linktype = pcap_datalink(p);
+  std::vector<Packet> out;
+  pcap_pkthdr *h;
+  const u_char *d;
+  while (pcap_next_ex(p, &h, &d) == 1)
+    out.push_back({uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec), h->len,
+                   std::vector<uint8_t>(d, d + h->caplen)});
+  pcap_close(p);
+  return out;
+}
+
+// The trace examples/make_trace.pipe makes, with a smaller configuration.
+constexpr const char *kTraceGen =
+    "TrafficGen(flows 500, new_flows_per_s 400, duration 4s, seed 11, ipv6 0.3, udp 0.3, vlan 7)";
+
+TrafficConfig trace_config() {
+  TrafficConfig c;
+  c.flows = 500, c.new_flows_per_s = 400, c.duration_ns = 4'000'000'000ull, c.seed = 11;
+  c.ipv6 = 0.3, c.udp = 0.3, c.vlan = 7;
+  return c;
+}
+
+std::string make_trace(const std::string &dir) {
+  std::string out = dir + "/trace.pcap";
+  std::string cfg = write_file(dir + "/make.pipe", std::string(kTraceGen) + " -> PcapSink(\"" + out + "\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("run: TrafficGen -> PcapSink writes exactly the generated traffic", "[run]") {
+  std::string dir = scratch("make_trace");
+  std::string trace = make_trace(dir);
+  GeneratedTraffic truth = generate_traffic(trace_config());
+  std::vector<Packet> pkts = read_pcap(trace);
+  const GeneratedLane &lane = truth.lanes[0];
+  REQUIRE(pkts.size() == lane.size());
+  REQUIRE(pkts.size() > 1000);
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    INFO("packet " << i);
+    REQUIRE(pkts[i].ns == lane.packets[i].ts_ns);
+    REQUIRE(pkts[i].len == lane.packets[i].length);
+    REQUIRE(pkts[i].data == std::vector<uint8_t>(lane.frame(i), lane.frame(i) + lane.packets[i].length));
+  }
+  // tcpdump, tshark and capinfos read it (when installed).
+  if (system("command -v capinfos > /dev/null 2>&1") == 0) {
+    Run r{0, ""};
+    FILE *p = popen(("capinfos -c -M " + trace + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    CHECK(pclose(p) == 0);
+    CHECK(r.out.find("Number of packets:   " + std::to_string(pkts.size())) != std::string::npos);
+  } else {
+    WARN("capinfos is not installed: the trace was checked with libpcap only");
+  }
+}
+
+TEST_CASE("run: a trace read through net_pcap and written back is byte-identical", "[run]") {
+  std::string dir = scratch("roundtrip");
+  std::string trace = make_trace(dir);
+  std::string cfg = write_file(dir + "/rt.pipe", "src :: RSSSource(device \"pcap:" + trace +
+                                                     "\");\nsrc -> Timestamp(clock pcap) -> Ring(capacity 1K) -> PcapSink(\"" +
+                                                     dir + "/out.pcap\");\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(read_file(trace) == read_file(dir + "/out.pcap"));  // nanoseconds and all
+  std::string json = read_file(dir + "/stats.json");
+  CHECK(stat(json, "src#0", "in") == read_pcap(trace).size());
+  CHECK(json.find("\"balanced\": true") != std::string::npos);
+}
+
+TEST_CASE("run: software RSS keeps both directions of a flow in one lane, in order", "[run]") {
+  std::string dir = scratch("lanes");
+  std::string trace = make_trace(dir);
+  std::vector<Packet> in = read_pcap(trace);
+  for (int lanes : {2, 3}) {
+    std::string cfg = write_file(dir + "/lanes.pipe",
+                                 "src :: RSSSource(device \"pcap:" + trace + "\", queues " + std::to_string(lanes) +
+                                     ");\nsrc -> Timestamp(clock pcap) -> Ring(capacity 512) -> PcapSink(\"" + dir +
+                                     "/lane-$queue.pcap\");\n");
+    Run r = run_sluice("run -q " + cfg);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    // Expected: the input split by lane_for(symmetric_hash), order kept.
+    std::vector<std::vector<Packet>> expect(lanes);
+    for (const Packet &p : in) {
+      PacketMeta m;
+      parse_packet(p.data.data(), uint32_t(p.data.size()), LinkType::Ethernet, m);
+      expect[lane_for(symmetric_hash(m), lanes)].push_back(p);
+    }
+    for (int l = 0; l < lanes; ++l) {
+      INFO("lanes " << lanes << ", lane " << l);
+      std::vector<Packet> got = read_pcap(dir + "/lane-" + std::to_string(l) + ".pcap");
+      CHECK(got.size() > in.size() / (lanes * 4));  // every lane has a share
+      CHECK(got == expect[l]);
+    }
+  }
+}
+
+TEST_CASE("run: Filter accepts exactly what libpcap accepts; reject and accounting", "[run]") {
+  std::string dir = scratch("filter");
+  std::string trace = make_trace(dir);
+  std::vector<Packet> in = read_pcap(trace);
+  // Every packet of the trace is tagged (VLAN 7): as in tcpdump, `tcp`
+  // alone matches none of them; `vlan and tcp` looks past the tag.
+  for (std::string expr : {"tcp and port 443", "vlan and tcp and port 443", "vlan 7 and ip6",
+                           "vlan and (udp or tcp[tcpflags] & tcp-syn != 0)", "not (vlan and net 172.16.0.0/20)"}) {
+    std::string cfg = write_file(dir + "/f.pipe", "src :: RSSSource(device \"pcap:" + trace + "\", queues 2);\n"
+                                                  "f :: Filter(\"" + expr + "\");\n"
+                                                  "src -> f -> PcapSink(\"" + dir + "/match-$queue.pcap\");\n"
+                                                  "f[reject] -> c :: Counter -> Discard;\n");
+    Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+    INFO(expr << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    PcapFilter pf = *PcapFilter::compile(expr, LinkType::Ethernet);
+    uint64_t match = 0;
+    for (const Packet &p : in) match += pf.matches(p.data.data(), uint32_t(p.data.size()), p.len);
+    std::string json = read_file(dir + "/stats.json");
+    uint64_t got = read_pcap(dir + "/match-0.pcap").size() + read_pcap(dir + "/match-1.pcap").size();
+    CHECK(got == match);
+    if (expr != "tcp and port 443") CHECK(match > 0);
+    CHECK(stat(json, "c#0", "in") + stat(json, "c#1", "in") == in.size() - match);
+    CHECK(total(json, "received") == in.size());
+  }
+  // With reject unconnected, the others are dropped and counted as "filtered".
+  std::string cfg = write_file(dir + "/g.pipe", "src :: RSSSource(device \"pcap:" + trace + "\");\n"
+                                                "src -> f :: Filter(\"vlan and udp\") -> Discard;\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string json = read_file(dir + "/stats.json");
+  CHECK(stat(json, "f#0", "filtered") + stat(json, "f#0", "out") == in.size());
+  CHECK(stat(json, "f#0", "filtered") > 0);
+  CHECK(r.out.find("dropped, filtered: " + std::to_string(stat(json, "f#0", "filtered"))) != std::string::npos);
+}
+
+TEST_CASE("run: Tee, Sample, Counter, Discard and the accounting of every packet", "[run]") {
+  std::string dir = scratch("small");
+  std::string cfg = write_file(dir + "/s.pipe",
+                               std::string(kTraceGen) + " -> t :: Tee;\n"
+                               "t[0] -> c :: Counter -> Discard;\n"
+                               "t[1] -> s :: Sample(1/4) -> Discard;\n"
+                               "t[2] -> Sample(0.5) -> cs :: Counter -> d :: Discard;\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string json = read_file(dir + "/stats.json");
+  uint64_t n = generate_traffic(trace_config()).packets;
+  CHECK(total(json, "received") == n);
+  CHECK(stat(json, "t#0", "copies") == 2 * n);
+  CHECK(stat(json, "c#0", "in") == n);
+  uint64_t kept = stat(json, "s#0", "out"), dropped = stat(json, "s#0", "not sampled");
+  CHECK(kept + dropped == n);
+  CHECK(double(kept) / double(n) == Approx(0.25).margin(0.02));
+  CHECK(double(stat(json, "cs#0", "in")) / double(n) == Approx(0.5).margin(0.02));
+  CHECK(total(json, "absorbed") + total(json, "dropped") == 3 * n);
+  CHECK(json.find("\"balanced\": true") != std::string::npos);
+  CHECK(r.out.find("every packet accounted for") != std::string::npos);
+  // The same run twice samples the same packets (seeded per lane).
+  Run again = run_sluice("run -q " + cfg + " --stats-json " + dir + "/again.json");
+  CHECK(stat(read_file(dir + "/again.json"), "s#0", "out") == kept);
+}
+
+TEST_CASE("run: several pcap files are read one after the other", "[run]") {
+  std::string dir = scratch("files");
+  std::string trace = make_trace(dir);
+  std::string cfg = write_file(dir + "/m.pipe", "RSSSource(device \"pcap:" + trace + "," + trace +
+                                                    "\") -> PcapSink(\"" + dir + "/both.pcap\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::vector<Packet> once = read_pcap(trace), twice = read_pcap(dir + "/both.pcap");
+  REQUIRE(twice.size() == 2 * once.size());
+  CHECK(std::equal(once.begin(), once.end(), twice.begin()));
+  CHECK(std::equal(once.begin(), once.end(), twice.begin() + long(once.size())));
+}
+
+TEST_CASE("run: other link types pass through with their link type", "[run]") {
+  fs::path sll = fs::path(SLUICE_SOURCE_DIR) / "../shared/traces/linktypes";
+  if (!fs::exists(sll)) {
+    WARN("../shared/traces/linktypes is absent: skipped");
+    return;
+  }
+  std::string dir = scratch("linktypes");
+  int tested = 0;
+  for (const auto &f : fs::directory_iterator(sll)) {
+    if (f.path().extension() != ".pcap") continue;
+    int in_link = -1, out_link = -2;
+    std::vector<Packet> in = read_pcap(f.path().string(), &in_link);
+    std::string cfg = write_file(dir + "/l.pipe", "RSSSource(device \"pcap:" + f.path().string() +
+                                                      "\") -> PcapSink(\"" + dir + "/out.pcap\");\n");
+    Run r = run_sluice("run -q " + cfg);
+    INFO(f.path() << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    std::vector<Packet> out = read_pcap(dir + "/out.pcap", &out_link);
+    CHECK(out_link == in_link);
+    CHECK(out == in);
+    ++tested;
+  }
+  CHECK(tested > 0);
+}
+
+TEST_CASE("run: a device that cannot be opened is an error naming it", "[run]") {
+  std::string dir = scratch("bad_device");
+  std::string cfg = write_file(dir + "/b.pipe", "RSSSource(device \"pcap:" + dir + "/missing.pcap\") -> Discard;\n");
+  Run r = run_sluice("run -q " + cfg);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("device 'pcap:" + dir + "/missing.pcap' of 'RSSSource@1': cannot read '" + dir + "/missing.pcap'") !=
+        std::string::npos);
+  cfg = write_file(dir + "/c.pipe", "RSSSource(device \"af_packet:sluice-none0\") -> Discard;\n");
+  r = run_sluice("run -q " + cfg);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("cannot open device 'af_packet:sluice-none0' of 'RSSSource@1'") != std::string::npos);
+  cfg = write_file(dir + "/d.pipe", "RSSSource(device \"tap0\") -> Discard;\n");
+  r = run_sluice("run -q " + cfg);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("device 'tap0' is not one Sluice knows") != std::string::npos);
+  cfg = write_file(dir + "/e.pipe", "RSSSource(device \"null\") -> Timestamp(clock pcap) -> Discard;\n");
+  r = run_sluice("run -q " + cfg);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("clock pcap needs capture times") != std::string::npos);
+}
+
+TEST_CASE("run: --duration stops a paced source; the status line comes once a second", "[run]") {
+  std::string dir = scratch("duration");
+  std::string cfg = write_file(dir + "/p.pipe",
+                               "TrafficGen(flows 1K, new_flows_per_s 100, duration 60s, rate 2Kpps, queues 2) -> "
+                               "Timestamp(clock tsc) -> Ring(capacity 1K) -> Counter -> Discard;\n");
+  Run r = run_sluice("run " + cfg + " --duration 2500ms --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string json = read_file(dir + "/stats.json");
+  uint64_t n = total(json, "received");
+  CHECK(n > 3000);  // 2.5 s at 2 Kpps: about 5000
+  CHECK(n < 7000);
+  CHECK(json.find("\"balanced\": true") != std::string::npos);
+  std::smatch m;
+  std::regex status("\\[ +[0-9.]+s\\] lane 0: [0-9.]+ [KM]?pps [0-9.]+ [KM]?bit/s drops 0 \\| lane 1:");
+  size_t lines = 0;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), status), end; it != end; ++it) ++lines;
+  CHECK(lines >= 2);
+  CHECK(run_sluice("run " + cfg + " --duration 5parsecs").status == 2);
+}
+
+TEST_CASE("run: Ctrl-C stops the sources, drains the rings and prints the summary", "[run]") {
+  std::string dir = scratch("sigint");
+  std::string cfg = write_file(dir + "/p.pipe",
+                               "TrafficGen(duration 60s, rate 5Kpps) -> Timestamp(clock tsc) -> Ring(capacity 1K) -> "
+                               "c :: Counter -> Discard;\n");
+  std::string out = dir + "/out.txt";
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::string cmd = std::string(SLUICE_BINARY) + " run -q " + cfg + " --stats-json " + dir + "/stats.json > " + out + " 2>&1";
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
+    _exit(127);
+  }
+  usleep(1500 * 1000);
+  kill(pid, SIGINT);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  INFO(read_file(out));
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  std::string json = read_file(dir + "/stats.json");
+  CHECK(total(json, "received") > 100);
+  CHECK(stat(json, "c#0", "in") == total(json, "received"));
+  CHECK(read_file(out).find("every packet accounted for") != std::string::npos);
+}

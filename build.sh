@@ -14,7 +14,7 @@ JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config
           clang-19 llvm-19-dev libclang-rt-19-dev
           libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev
-          graphviz)
+          graphviz tshark)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -63,6 +63,12 @@ fuzz_smoke() {
 demo() {
   build
   local sluice="$BUILD/engine/sluice"
+  if [ ! -f examples/traces/demo.pcap ]; then
+    echo "== making the demo trace: sluice run examples/make_trace.pipe"
+    "$sluice" run examples/make_trace.pipe
+  fi
+  echo "== sluice run examples/packet_stats.pipe (the default probe's packet path, 2 lanes)"
+  "$sluice" run examples/packet_stats.pipe
   echo "== sluice check configs/flowprobe.pipe"
   "$sluice" check configs/flowprobe.pipe
   echo "== sluice plan configs/flowprobe.pipe"

@@ -166,7 +166,8 @@ class RSSSourceRuntime final : public SourceElement {
       r->software = r->dev->hw_queues() < lanes_;
       if (r->software)
         for (unsigned l = 0; l < lanes_; ++l) {
-          std::string rn = "rss" + std::to_string(node().element) + "_" + std::to_string(l);
+          static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
+          std::string rn = "rss" + std::to_string(next++);
           rte_ring *ring = rte_ring_create(rn.c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
           if (!ring) throw std::runtime_error("'" + e.name + "': cannot create the software RSS rings");
           r->lane_rings.push_back(ring);

@@ -65,4 +65,9 @@ struct FilterError {
 // pcap-filter grammar; what it cannot place is reported on the whole expression.
 std::optional<FilterError> check_filter_expression(std::string_view expr);
 
+// libpcap resolves host, port and protocol names while compiling (DNS,
+// /etc/services). The fuzzer turns that off: checks then use the recognizer
+// alone, which never looks a name up.
+void set_filter_checks_use_libpcap(bool on);
+
 }  // namespace sluice

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -55,7 +56,8 @@ rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
   unsigned n = 0;
   for (const Lane &l : lanes->lanes)
     if (l.source == element) n += lane_mbufs[l.id];
-  std::string name = "pool" + std::to_string(element);
+  static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
+  std::string name = "pool" + std::to_string(next++);
   rte_mempool *p = rte_pktmbuf_pool_create(name.c_str(), n, 256, kMbufPrivSize,
                                            uint16_t(RTE_PKTMBUF_HEADROOM + data_room), SOCKET_ID_ANY);
   if (!p)

@@ -5,11 +5,13 @@
 #include <string>
 
 #include "dsl/frontend.hh"
+#include "engine/packet/pcap_filter.hh"
 #include "engine/lanes.hh"
 #include "engine/plan_format.hh"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   using namespace sluice;
+  set_filter_checks_use_libpcap(false);  // no DNS lookups for `host name` while fuzzing
   SourceManager sm;
   Diagnostics diags(sm);
   ElementGraph graph;

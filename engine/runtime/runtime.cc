@@ -212,6 +212,7 @@ void Runtime::run() {
   ctx_.start_wall_ns = wall_ns();
   auto t0 = std::chrono::steady_clock::now();
   for (auto &s : segments_) s->start(&interpreter_);
+  if (on_started_) on_started_();
 
   std::vector<uint64_t> last_pkts(lane_source_.size()), last_bytes(lane_source_.size());
   auto last = t0;

@@ -2,6 +2,7 @@
 // segments, a thread per segment, a status line while it runs and a summary
 // of every packet's fate at the end.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ class Runtime {
   RunTotals totals() const;
   const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return elements_; }
   RuntimeElement *find(const std::string &name) const;
+  // The segment threads (for swapping their programs: JIT, reload).
+  const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return segments_; }
+  // Called by run() once the threads have started (tests, control plane).
+  void on_started(std::function<void()> f) { on_started_ = std::move(f); }
   double elapsed_s() const { return elapsed_s_; }
 
  private:
@@ -58,6 +63,7 @@ class Runtime {
   std::vector<SourceElement *> lane_source_;  // by lane
   InterpretedProgram interpreter_;
   double elapsed_s_ = 0;
+  std::function<void()> on_started_;
 };
 
 }  // namespace sluice

@@ -475,3 +475,34 @@ TEST_CASE("run: Timestamp(clock tsc) stamps wall-clock time, non-decreasing, per
   }
   CHECK(distinct.size() > pkts.size() / 2);  // interpolated within batches, not one time per batch
 }
+
+TEST_CASE("run: the null device receives nothing until --duration ends the run", "[run]") {
+  std::string dir = scratch("null");
+  std::string cfg = write_file(dir + "/n.pipe", "RSSSource(device null, queues 2) -> Timestamp(clock tsc) -> "
+                                                "Ring(capacity 1K) -> Discard;\n");
+  Run r = run_sluice("run -q " + cfg + " --duration 300ms --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::string json = read_file(dir + "/stats.json");
+  CHECK(total(json, "received") == 0);
+  CHECK(r.out.find("lane 1: received 0 packets") != std::string::npos);
+}
+
+TEST_CASE("run: host profile errors point at file:line:column", "[run]") {
+  std::string dir = scratch("profile");
+  std::string cfg = write_file(dir + "/n.pipe", "RSSSource(device null) -> Discard;\n");
+  std::string bad = write_file(dir + "/bad.yaml", "name: x\nmemory:\n  hugepages: maybe\n");
+  Run r = run_sluice("run -q " + cfg + " --duration 100ms --host " + bad);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(bad + ":3:14: error: hugepages: expected true or false, not 'maybe'") != std::string::npos);
+  bad = write_file(dir + "/bad2.yaml", "name: x\neal:\n  argz: []\n");
+  r = run_sluice("run -q " + cfg + " --duration 100ms --host " + bad);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(bad + ":3:3: error: unknown key 'argz' in eal (known: args)") != std::string::npos);
+  bad = write_file(dir + "/bad3.yaml", "name: [x\n");
+  r = run_sluice("run -q " + cfg + " --duration 100ms --host " + bad);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(bad + ":2:1: error: ") != std::string::npos);
+  r = run_sluice("run -q " + cfg + " --duration 100ms --host configs/laptop.yaml");
+  CHECK(r.status == 0);
+}

@@ -21,14 +21,16 @@ const ElementSpec &ring_spec() {
               "what comes after it on another. It is a lock-free single-producer, single-consumer ring on "
               "the lane's NUMA node, and the large buffer that absorbs processing jitter (a burst of new "
               "flows, a slow export) so that the NIC's receive queue does not overflow.\n\n"
-              "When the ring is full, arriving packets are dropped and counted as \"ring full\" for the "
-              "lane. At the end of input the ring is drained before the next segment stops, so no packet is "
-              "left in it.")
+              "When the ring is full on a live lane (a NIC, an interface, a paced TrafficGen), arriving "
+              "packets are dropped and counted as \"ring full\". On an offline lane (a trace file, an unpaced "
+              "TrafficGen) the producer waits for room instead, so that replaying a trace gives the same "
+              "result every time. At the end of input the ring is drained before the next segment stops, so "
+              "no packet is left in it. The run summary shows its highest occupancy.")
           .arg(ArgSpec::count("capacity")
                    .def("64K")
                    .range(64, 16 * kM)
                    .pos()
-                   .describe("Packets the ring holds, rounded up to a power of two. 64K packets absorb "
+                   .describe("Packets the ring holds. 64K packets absorb "
                              "about 4.4ms of traffic at 14.88Mpps (10Gbps of minimum-size frames)."))
           .input(PortSpec::packets("in").describe("Packets from the segment before the ring."))
           .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."));

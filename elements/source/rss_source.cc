@@ -68,11 +68,13 @@ SLUICE_ELEMENT(rss_source_spec);
 namespace {
 
 // Headers parsed once, here: every later element reads the annotations.
-void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info) {
+// The hash is computed only where lanes need it (software RSS over several
+// lanes); the NIC's is kept where it made one.
+void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, bool hash) {
   PacketAnno &a = anno(m);
   parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
   a.time_ns = info.time_ns;
-  a.hash = dev.hw_rss() ? m->hash.rss : symmetric_hash(a.meta);
+  a.hash = dev.hw_rss() ? m->hash.rss : hash ? symmetric_hash(a.meta) : 0;
   a.wire_len = info.wire_len;
 }
 
@@ -121,7 +123,7 @@ struct DeviceReader {
         std::vector<unsigned> counts(lanes, 0);
         std::vector<std::vector<rte_mbuf *>> dealt(lanes);
         for (uint16_t i = 0; i < n; ++i) {
-          annotate(*dev, pkts[i], info[i]);
+          annotate(*dev, pkts[i], info[i], true);
           dealt[lane_for(anno(pkts[i]).hash, lanes)].push_back(pkts[i]);
         }
         for (unsigned l = 0; l < lanes; ++l) {
@@ -185,7 +187,7 @@ class RSSSourceRuntime final : public SourceElement {
       EthDevice::RxInfo info[kMaxBurst];
       batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i]);
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], false);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));

@@ -80,9 +80,8 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
   auto vdev_name = [&](const char *driver) { return std::string(driver) + std::to_string(next_vdev++); };
   switch (spec.kind) {
     case DeviceSpec::Kind::Pcap: {
-      // libpcap reads each file first: a clear error for a missing or bad
-      // file, the link type (net_pcap passes frames on without it), and the
-      // packet count that tells the end of a file from a lack of buffers.
+      // libpcap opens each file first: a clear error for a missing or bad
+      // file, and the link type (net_pcap passes frames on without it).
       int link = -1;
       for (const std::string &f : spec.files) {
         char err[PCAP_ERRBUF_SIZE] = "";
@@ -96,12 +95,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
                                    pcap_datalink_val_to_name(dl) + " vs " + pcap_datalink_val_to_name(link) + ")");
         }
         link = dl;
-        pcap_pkthdr *h;
-        const u_char *d;
-        uint64_t n = 0;
-        while (pcap_next_ex(p, &h, &d) == 1) ++n;
         pcap_close(p);
-        expected_.push_back(n);
         open_port(vdev_name("net_pcap"), "rx_pcap=" + f, 1);
       }
       link_ = LinkType(link);
@@ -219,17 +213,19 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
       empty_polls_ = 0;
       return got;
     }
-    // A file is done when all its records came (or were found lost), or
-    // when nothing comes for a long while with buffers to spare.
-    bool done = delivered_ + lost_in_file_ >= expected_[current_];
+    // The file is done when the shadow reader has no record left. A record
+    // it still has but that does not come for a long while, with buffers to
+    // spare, was lost by net_pcap: the rest of the file is counted lost.
+    bool done = !held_ && !next_shadow_record();
     if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n) {
-      lost_ += expected_[current_] - delivered_ - lost_in_file_;
+      do ++lost_; while (next_shadow_record());
+      held_ = false;
       done = true;
     }
     if (!done) return 0;
     pcap_close(shadow_);
     shadow_ = nullptr;
-    ++current_, delivered_ = 0, lost_in_file_ = 0, empty_polls_ = 0;
+    ++current_, empty_polls_ = 0;
   }
   *end = true;
   return 0;
@@ -243,18 +239,25 @@ void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
     uint64_t us = timestamp(pkts[i]);
     info[i] = {us * 1000, pkts[i]->pkt_len};
-    pcap_pkthdr *h;
-    const u_char *d;
-    while (pcap_next_ex(shadow_, &h, &d) == 1) {
-      uint64_t ns = uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec);
-      if (h->caplen == pkts[i]->pkt_len && (ns / 1000 == us || ts_offset_ < 0)) {
-        info[i] = {ns, h->len};
+    while (held_ || next_shadow_record()) {
+      held_ = false;
+      if (record_.caplen == pkts[i]->pkt_len && (record_.ns / 1000 == us || ts_offset_ < 0)) {
+        info[i] = {record_.ns, record_.len};
         break;
       }
-      ++lost_, ++lost_in_file_;
+      ++lost_;
     }
-    ++delivered_;
   }
+}
+
+// Reads the shadow's next record into record_ (held until used).
+bool EthDevice::next_shadow_record() {
+  pcap_pkthdr *h;
+  const u_char *d;
+  if (pcap_next_ex(shadow_, &h, &d) != 1) return false;
+  record_ = {uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec), h->caplen, h->len};
+  held_ = true;
+  return true;
 }
 
 std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {

@@ -66,6 +66,7 @@ class EthDevice {
     return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) : 0;
   }
   void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
+  bool next_shadow_record();
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -78,11 +79,13 @@ class EthDevice {
   LinkType link_ = LinkType::Ethernet;
   std::vector<uint16_t> ports_;        // pcap: one per file, read in order
   std::vector<std::string> vdevs_;     // to remove at the end
-  std::vector<uint64_t> expected_;     // pcap: packets per file
   size_t current_ = 0;                 // pcap: the file being read
-  uint64_t delivered_ = 0;             // pcap: packets of the current file so far
   uint64_t lost_ = 0;                  // pcap: packets read but lost for lack of buffers
-  uint64_t lost_in_file_ = 0;
+  struct Record {
+    uint64_t ns;
+    uint32_t caplen, len;
+  } record_{};                         // pcap: the shadow's next record, when held_
+  bool held_ = false;
   unsigned empty_polls_ = 0;
   int ts_offset_ = -1;
   uint64_t ts_flag_ = 0;

@@ -14,7 +14,7 @@ namespace sluice {
 struct alignas(8) PacketAnno {
   PacketMeta meta;     // headers, parsed once by the source
   uint64_t time_ns;    // packet time (UNIX ns): the capture time, or what Timestamp set
-  uint32_t hash;       // symmetric RSS hash (software or the NIC's)
+  uint32_t hash;       // RSS hash: the NIC's, or the software one when lanes share a device; else 0
   uint32_t wire_len;   // length on the wire (pcap's len); the mbuf holds pkt_len bytes
 };
 inline constexpr uint16_t kMbufPrivSize = RTE_ALIGN(sizeof(PacketAnno), RTE_MBUF_PRIV_ALIGN);

@@ -106,9 +106,15 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
       open_port(vdev_name("net_af_packet"), "iface=" + spec.name + ",qpairs=" + std::to_string(queues), queues);
       break;
     case DeviceSpec::Kind::AfXdp:
-      // af_xdp drives one queue of the interface here (PLATFORM.md: veth has
-      // one); the lanes share it through software RSS.
-      open_port(vdev_name("net_af_xdp"), "iface=" + spec.name + ",start_queue=0,queue_count=1", 1);
+      // One XDP socket per queue the driver reports (ethtool -l: combined);
+      // veth reports one, and the lanes then share it through software RSS.
+      // Traffic on queues beyond those is not seen.
+      try {
+        open_port(vdev_name("net_af_xdp"), "iface=" + spec.name + ",start_queue=0,queue_count=" + std::to_string(queues), queues);
+      } catch (const std::runtime_error &) {
+        if (queues == 1) throw;
+        open_port(vdev_name("net_af_xdp"), "iface=" + spec.name + ",start_queue=0,queue_count=1", 1);
+      }
       break;
     case DeviceSpec::Kind::Null:
       open_port(vdev_name("net_null"), "no-rx=1", queues);
@@ -158,11 +164,17 @@ void EthDevice::open_port(const std::string &vdev, const std::string &args, unsi
     }
     hw_rss_ = true;
   }
-  if (int rc = rte_eth_dev_configure(port, uint16_t(nq), 0, &conf); rc != 0)
-    fail(std::string("configuration refused: ") + rte_strerror(-rc));
-  uint16_t desc = uint16_t(std::min(rx_desc_, 65535u)), no_tx = 0;
-  rte_eth_dev_adjust_nb_rx_tx_desc(port, &desc, &no_tx);
+  // Receive only; some drivers (af_xdp) want transmit queues in pairs too.
+  uint16_t ntx = 0;
+  int rc = rte_eth_dev_configure(port, uint16_t(nq), 0, &conf);
+  if (rc == -EINVAL) rc = rte_eth_dev_configure(port, uint16_t(nq), ntx = uint16_t(nq), &conf);
+  if (rc != 0) fail(std::string("configuration refused: ") + rte_strerror(-rc));
+  uint16_t desc = uint16_t(std::min(rx_desc_, 65535u)), tx_desc = 512;
+  rte_eth_dev_adjust_nb_rx_tx_desc(port, &desc, &tx_desc);
   int socket = rte_eth_dev_socket_id(port);
+  for (uint16_t q = 0; q < ntx; ++q)
+    if (int trc = rte_eth_tx_queue_setup(port, q, tx_desc, socket < 0 ? SOCKET_ID_ANY : unsigned(socket), nullptr); trc != 0)
+      fail("transmit queue " + std::to_string(q) + ": " + rte_strerror(-trc));
   for (unsigned q = 0; q < nq; ++q) {
     rte_eth_rxconf rxconf = info.default_rxconf;
     rxconf.offloads = conf.rxmode.offloads;

@@ -70,12 +70,18 @@ namespace {
 // Headers parsed once, here: every later element reads the annotations.
 // The hash is computed only where lanes need it (software RSS over several
 // lanes); the NIC's is kept where it made one.
-void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, bool hash) {
+// `symmetric false` gets the key most NIC drivers default to.
+void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, const ToeplitzHash *hash) {
   PacketAnno &a = anno(m);
   parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
   a.time_ns = info.time_ns;
-  a.hash = dev.hw_rss() ? m->hash.rss : hash ? symmetric_hash(a.meta) : 0;
+  a.hash = dev.hw_rss() ? m->hash.rss : hash ? rss_hash(a.meta, *hash) : 0;
   a.wire_len = info.wire_len;
+}
+
+const ToeplitzHash &software_rss_key(bool symmetric) {
+  static const ToeplitzHash sym(ToeplitzHash::kSymmetricKey), ms(ToeplitzHash::kMicrosoftKey);
+  return symmetric ? sym : ms;
 }
 
 // One device shared by the lanes of one RSSSource. When the device spreads
@@ -89,6 +95,7 @@ struct DeviceReader {
   unsigned lanes = 1;
   unsigned burst = 32;
   bool software = false;
+  const ToeplitzHash *hash = nullptr;  // software RSS
   std::vector<rte_ring *> lane_rings;
   std::vector<std::unique_ptr<Counter>> lane_full;  // dealt to a full lane ring (live input)
   std::atomic_flag busy = ATOMIC_FLAG_INIT;
@@ -123,7 +130,7 @@ struct DeviceReader {
         std::vector<unsigned> counts(lanes, 0);
         std::vector<std::vector<rte_mbuf *>> dealt(lanes);
         for (uint16_t i = 0; i < n; ++i) {
-          annotate(*dev, pkts[i], info[i], true);
+          annotate(*dev, pkts[i], info[i], hash);
           dealt[lane_for(anno(pkts[i]).hash, lanes)].push_back(pkts[i]);
         }
         for (unsigned l = 0; l < lanes; ++l) {
@@ -166,6 +173,7 @@ class RSSSourceRuntime final : public SourceElement {
       r->lanes = lanes_;
       r->burst = burst_;
       r->software = r->dev->hw_queues() < lanes_;
+      r->hash = &software_rss_key(arg("symmetric").integer != 0);
       if (r->software)
         for (unsigned l = 0; l < lanes_; ++l) {
           static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
@@ -187,7 +195,7 @@ class RSSSourceRuntime final : public SourceElement {
       EthDevice::RxInfo info[kMaxBurst];
       batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], false);
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], nullptr);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));
@@ -214,7 +222,8 @@ class RSSSourceRuntime final : public SourceElement {
     if (!reader_) return;
     if (lane_index() == 0)
       lines.push_back("device " + spec_.text + ": " + std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
-                      (reader_->software ? "software RSS over " + std::to_string(lanes_) + " lanes"
+                      (reader_->software ? std::string(arg("symmetric").integer ? "symmetric " : "") + "software RSS over " +
+                                               std::to_string(lanes_) + " lanes"
                                          : reader_->dev->hw_rss() ? "NIC RSS" : "one queue per lane"));
   }
 

@@ -43,8 +43,7 @@ ToeplitzHash::ToeplitzHash(const uint8_t *key, size_t key_len) : max_len_(0) {
   }
 }
 
-uint32_t symmetric_hash(const PacketMeta &m) {
-  static const ToeplitzHash hash(ToeplitzHash::kSymmetricKey);
+uint32_t rss_hash(const PacketMeta &m, const ToeplitzHash &hash) {
   if (!m.is_ip()) return 0;
   bool ports = m.has_l4() && !m.is_fragment() &&
                (m.ip_proto == 6 || m.ip_proto == 17 || m.ip_proto == 132);
@@ -57,6 +56,11 @@ uint32_t symmetric_hash(const PacketMeta &m) {
   }
   return ports ? hash.hash_ipv6(m.src_addr, m.dst_addr, sport, dport)
                : hash.hash_ipv6(m.src_addr, m.dst_addr);
+}
+
+uint32_t symmetric_hash(const PacketMeta &m) {
+  static const ToeplitzHash hash(ToeplitzHash::kSymmetricKey);
+  return rss_hash(m, hash);
 }
 
 }  // namespace sluice

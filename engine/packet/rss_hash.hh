@@ -109,5 +109,7 @@ inline uint32_t lane_for(uint32_t hash, uint32_t lanes) {
 // only, and non-IP packets hash to 0. Both directions of a flow get the same
 // value, so lane_for(symmetric_hash(m), n) keeps a connection in one lane.
 uint32_t symmetric_hash(const PacketMeta &m);
+// The same inputs hashed with any key (e.g. kMicrosoftKey, not symmetric).
+uint32_t rss_hash(const PacketMeta &m, const ToeplitzHash &hash);
 
 }  // namespace sluice

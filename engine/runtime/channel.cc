@@ -2,41 +2,47 @@
 
 #include <rte_errno.h>
 #include <rte_pause.h>
-
 #include <sched.h>
+
 #include <stdexcept>
 
 namespace sluice {
 
-PacketChannel::PacketChannel(const std::string &name, unsigned capacity, int socket)
-    : capacity_(capacity) {
-  // rte_ring names are limited to RTE_RING_NAMESIZE; they only need to be unique.
+Channel::Channel(const std::string &name, StreamType type, unsigned capacity, int socket)
+    : type_(type), esize_(type == StreamType::Packets ? sizeof(rte_mbuf *) : sizeof(FlowRecord)), capacity_(capacity) {
+  // rte_ring names are limited to RTE_RING_NAMESIZE and process-wide; they
+  // only need to be unique.
   static std::atomic<unsigned> next{0};
   std::string ring_name = "ch" + std::to_string(next++);
-  ring_ = rte_ring_create(ring_name.c_str(), capacity, socket,
-                          RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+  ring_ = rte_ring_create_elem(ring_name.c_str(), esize_, capacity, socket,
+                               RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
   if (!ring_)
     throw std::runtime_error("cannot create the ring of " + name + ": " + rte_strerror(rte_errno));
 }
 
-PacketChannel::~PacketChannel() { rte_ring_free(ring_); }
+Channel::~Channel() {
+  if (type_ == StreamType::Packets) {  // packets still inside (an aborted run) go back to their pool
+    rte_mbuf *m;
+    while (rte_ring_sc_dequeue_elem(ring_, &m, sizeof m) == 0) rte_pktmbuf_free(m);
+  }
+  rte_ring_free(ring_);
+}
 
-unsigned PacketChannel::send(PacketBatch &batch, const std::atomic<bool> &abort) {
+template <typename OnDrop>
+unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bool> &abort, OnDrop on_drop) {
+  const char *p = static_cast<const char *>(items);
   unsigned done = 0;
   int spins = 0;
-  while (done < batch.count) {
+  while (done < n) {
     unsigned free_space = 0;
-    done += rte_ring_sp_enqueue_burst(ring_, reinterpret_cast<void *const *>(batch.pkts + done),
-                                      batch.count - done, &free_space);
+    done += rte_ring_sp_enqueue_burst_elem(ring_, p + size_t(done) * esize_, esize_, n - done, &free_space);
     uint64_t occ = capacity_ - free_space;
     if (occ > max_occupancy_.get()) max_occupancy_.add(occ - max_occupancy_.get());
-    if (done == batch.count) break;
+    if (done == n) break;
     if (!wait_ || abort.load(std::memory_order_relaxed)) {
       // No room: the rest is lost, counted where the user can see why.
-      for (unsigned i = done; i < batch.count; ++i) {
-        owner_->counters.drops[full_reason_].add();
-        rte_pktmbuf_free(batch.pkts[i]);
-      }
+      owner_->counters.drops[full_reason_].add(n - done);
+      for (unsigned i = done; i < n; ++i) on_drop(i);
       break;
     }
     // Offline input: wait for the consumer instead of dropping.
@@ -48,8 +54,21 @@ unsigned PacketChannel::send(PacketBatch &batch, const std::atomic<bool> &abort)
   return done;
 }
 
-unsigned PacketChannel::receive(PacketBatch &batch, unsigned max) {
-  batch.count = uint16_t(rte_ring_sc_dequeue_burst(ring_, reinterpret_cast<void **>(batch.pkts), max, nullptr));
+unsigned Channel::send(PacketBatch &batch, const std::atomic<bool> &abort) {
+  return send_items(batch.pkts, batch.count, abort, [&](unsigned i) { rte_pktmbuf_free(batch.pkts[i]); });
+}
+
+unsigned Channel::send(FlowBatch &batch, const std::atomic<bool> &abort) {
+  return send_items(batch.recs, batch.count, abort, [](unsigned) {});
+}
+
+unsigned Channel::receive(PacketBatch &batch, unsigned max) {
+  batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.pkts, esize_, std::min<unsigned>(max, kMaxBurst), nullptr));
+  return batch.count;
+}
+
+unsigned Channel::receive(FlowBatch &batch, unsigned max) {
+  batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.recs, esize_, std::min<unsigned>(max, kMaxFlowBatch), nullptr));
   return batch.count;
 }
 

@@ -1,42 +1,48 @@
 // A channel carries batches from one segment (thread) to another: the buffer
 // of a Ring element, or the merge of a lane into a shared element. It is a
-// single-producer single-consumer rte_ring of mbuf pointers, so neither side
-// takes a lock.
+// single-producer single-consumer rte_ring, so neither side takes a lock: of
+// mbuf pointers for a packets stream, of flow records (by value) for a flows
+// stream.
 #pragma once
 #include <rte_ring.h>
 
 #include <atomic>
 #include <string>
 
+#include "engine/element_spec.hh"
 #include "engine/runtime/counters.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice {
 
-class PacketChannel {
+class Channel {
  public:
-  // capacity: packets it holds. owner and full_reason: where packets that do
-  // not fit are counted (a live lane drops them; an offline one waits).
-  PacketChannel(const std::string &name, unsigned capacity, int socket);
-  ~PacketChannel();
-  PacketChannel(const PacketChannel &) = delete;
-  PacketChannel &operator=(const PacketChannel &) = delete;
+  // capacity: packets or records it holds.
+  Channel(const std::string &name, StreamType type, unsigned capacity, int socket);
+  ~Channel();
+  Channel(const Channel &) = delete;
+  Channel &operator=(const Channel &) = delete;
 
+  // Where items that do not fit are counted (owner's drop reason): a live
+  // lane drops them; an offline one waits for room.
   void set_overflow(RuntimeElement *owner, int full_reason, bool wait_when_full) {
     owner_ = owner, full_reason_ = full_reason, wait_ = wait_when_full;
   }
   void set_target(OutputTarget t) { target_ = t; }
   const OutputTarget &target() const { return target_; }
+  StreamType type() const { return type_; }
 
-  // Producer side. Takes every packet of the batch: enqueued, or dropped
-  // and counted on the owner when full (live), or waits for room (offline,
-  // giving up only when `abort` is set). Returns the packets enqueued.
+  // Producer side. Takes every item of the batch: enqueued, or dropped and
+  // counted on the owner when full (live), or waits for room (offline,
+  // giving up only when `abort` is set). Returns the items enqueued.
   unsigned send(PacketBatch &batch, const std::atomic<bool> &abort);
+  unsigned send(FlowBatch &batch, const std::atomic<bool> &abort);
   // The producer will send no more.
   void close() { closed_.store(true, std::memory_order_release); }
 
-  // Consumer side: up to max packets; 0 when empty.
+  // Consumer side: up to max items; 0 when empty.
   unsigned receive(PacketBatch &batch, unsigned max);
+  unsigned receive(FlowBatch &batch, unsigned max);
   // Closed and drained: nothing will ever come again.
   bool finished() const {
     return closed_.load(std::memory_order_acquire) && rte_ring_count(ring_) == 0;
@@ -49,7 +55,13 @@ class PacketChannel {
   uint64_t sent() const { return sent_.get(); }
 
  private:
+  // Enqueues n items of esize bytes at items; on_drop(i) for each lost one.
+  template <typename OnDrop>
+  unsigned send_items(const void *items, unsigned n, const std::atomic<bool> &abort, OnDrop on_drop);
+
   rte_ring *ring_ = nullptr;
+  StreamType type_;
+  unsigned esize_;
   unsigned capacity_;
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;

@@ -26,20 +26,31 @@ class Counter {
 struct ElementCounters {
   static constexpr int kMaxReasons = 8;
   Counter in, out, absorbed, copies;
+  Counter records_in, records_out;  // flows streams: flow records
+  Counter records_absorbed;        // records that end here (exported, written)
   Counter in_bytes;
   Counter drops[kMaxReasons];
   std::vector<std::string> reasons;  // names of drops[i], fixed before the run
+  std::vector<bool> of_records;      // drops[i] counts flow records, not packets
 
   // Index for a drop reason, added on first use (setup time only).
-  int reason(const std::string &name) {
+  int reason(const std::string &name, bool records = false) {
     for (size_t i = 0; i < reasons.size(); ++i)
-      if (reasons[i] == name) return int(i);
+      if (reasons[i] == name && of_records[i] == records) return int(i);
     reasons.push_back(name);
+    of_records.push_back(records);
     return int(reasons.size()) - 1;
   }
+  // Packets dropped, over all reasons.
   uint64_t dropped() const {
     uint64_t d = 0;
-    for (size_t i = 0; i < reasons.size(); ++i) d += drops[i].get();
+    for (size_t i = 0; i < reasons.size(); ++i) d += of_records[i] ? 0 : drops[i].get();
+    return d;
+  }
+  // Flow records lost, over all reasons.
+  uint64_t records_dropped() const {
+    uint64_t d = 0;
+    for (size_t i = 0; i < reasons.size(); ++i) d += of_records[i] ? drops[i].get() : 0;
     return d;
   }
 };

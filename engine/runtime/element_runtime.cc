@@ -62,6 +62,39 @@ void RuntimeElement::emit(int port, PacketBatch &batch) {
   }
 }
 
+void RuntimeElement::push_flows(int port, FlowBatch &) {
+  throw std::logic_error(name_ + ": flow records sent to input " + std::to_string(port) + ", which takes none");
+}
+
+void RuntimeElement::emit_flows(int port, FlowBatch &batch) {
+  if (batch.count == 0) return;
+  Output &o = outputs_[port];
+  if (o.targets.empty()) {
+    if (o.unconnected_reason < 0)
+      throw std::logic_error(name_ + ": flow records sent to unconnected output " + std::to_string(port));
+    counters.drops[o.unconnected_reason].add(batch.count);
+    batch.count = 0;
+    return;
+  }
+  for (size_t t = 0; t < o.targets.size(); ++t) {
+    const OutputTarget &target = o.targets[t];
+    FlowBatch copy;
+    FlowBatch *b = &batch;
+    if (t + 1 < o.targets.size()) {  // receivers may change their batch: all but the last get a copy
+      copy.count = batch.count;
+      std::copy(batch.recs, batch.recs + batch.count, copy.recs);
+      b = &copy;
+    }
+    if (target.channel) {
+      counters.records_out.add(target.channel->send(*b, ctx_.stop_now));
+    } else {
+      counters.records_out.add(b->count);
+      target.element->receive_flows(target.port, *b);
+    }
+  }
+  batch.count = 0;
+}
+
 void RuntimeElement::drop(rte_mbuf *m, int reason) {
   counters.drops[reason].add();
   rte_pktmbuf_free(m);

@@ -18,7 +18,7 @@
 namespace sluice {
 
 class RuntimeElement;
-class PacketChannel;
+class Channel;
 struct RunContext;
 
 // Where an output port leads: an element of the same segment, or a channel
@@ -26,7 +26,7 @@ struct RunContext;
 struct OutputTarget {
   RuntimeElement *element = nullptr;
   int port = 0;
-  PacketChannel *channel = nullptr;
+  Channel *channel = nullptr;
 };
 
 class RuntimeElement {
@@ -52,6 +52,12 @@ class RuntimeElement {
   // thread: open files, compile expressions. Throws std::runtime_error with a
   // message for the user when the element cannot run.
   virtual void prepare() {}
+  // Flow records arriving on input `port` (a flows stream), counted.
+  void receive_flows(int port, FlowBatch &batch) {
+    counters.records_in.add(batch.count);
+    push_flows(port, batch);
+  }
+
   // Called once per loop pass of its segment with the lane's packet time,
   // also when no packet came (live lanes advance time while idle).
   virtual bool wants_tick() const { return false; }
@@ -64,6 +70,7 @@ class RuntimeElement {
 
   // Sends a batch out of output `port` (for segment programs: a source's batch).
   void send(int port, PacketBatch &batch) { emit(port, batch); }
+  void send_flows(int port, FlowBatch &batch) { emit_flows(port, batch); }
 
   // Wiring, at setup.
   void connect(int out_port, OutputTarget t);
@@ -74,12 +81,15 @@ class RuntimeElement {
 
  protected:
   virtual void push(int port, PacketBatch &batch) = 0;
+  virtual void push_flows(int port, FlowBatch &batch);
 
   // Hands the batch to what output `port` is connected to. With several
   // connections each gets the packets (one more mbuf reference per extra
   // copy); with none they are dropped with the port's unconnected reason.
   void emit(int port, PacketBatch &batch);
   // Drops with a reason from counters.reason().
+  // Flow records out of output `port`; every connection gets every record.
+  void emit_flows(int port, FlowBatch &batch);
   void drop(rte_mbuf *m, int reason);
   void drop_all(PacketBatch &batch, int reason);
   // Ends packets here by design (Discard, PcapSink).

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
 
 namespace sluice {
@@ -39,6 +40,21 @@ struct PacketBatch {
     uint64_t b = 0;
     for (int i = 0; i < count; ++i) b += anno(pkts[i]).wire_len;
     return b;
+  }
+};
+
+// A batch of flow records (a flows stream), moved by value.
+inline constexpr int kMaxFlowBatch = 64;
+struct FlowBatch {
+  uint16_t count = 0;
+  FlowRecord recs[kMaxFlowBatch];
+
+  bool full() const { return count == kMaxFlowBatch; }
+  void clear() { count = 0; }
+  uint64_t packets() const {
+    uint64_t p = 0;
+    for (int i = 0; i < count; ++i) p += recs[i].packets();
+    return p;
   }
 };
 

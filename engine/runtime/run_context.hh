@@ -14,6 +14,7 @@ struct rte_mempool;
 namespace sluice {
 
 class SourceElement;
+class RuntimeElement;
 
 struct RunOptions {
   std::vector<std::string> eal_args;  // from the host profile
@@ -32,6 +33,16 @@ struct RunContext {
   std::atomic<bool> stop_sources{false};
   // Give up waiting on full rings: a second Ctrl-C.
   std::atomic<bool> stop_now{false};
+  // Every instance, by lane-graph node (set once every element exists), and
+  // the instance of an element in a lane (its own for a shared element):
+  // how GCSlicer finds the FlowTable it names.
+  std::vector<RuntimeElement *> instances;
+  RuntimeElement *instance(int element, int lane) const {
+    for (size_t i = 0; i < instances.size(); ++i)
+      if (lanes->nodes[i].element == element && (lanes->nodes[i].lane == lane || lanes->nodes[i].lane < 0))
+        return instances[i];
+    return nullptr;
+  }
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;
   SourceElement *lane_source(int lane) const { return lane >= 0 ? lane_sources[lane] : nullptr; }

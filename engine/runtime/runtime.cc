@@ -136,6 +136,7 @@ bool Runtime::setup(std::string *error) {
       if (auto *s = dynamic_cast<SourceElement *>(elements_[i].get())) lane_source_[lg.nodes[i].lane] = s;
 
     ctx_.lane_sources = lane_source_;
+    for (auto &e : elements_) ctx_.instances.push_back(e.get());
     for (const Lane &l : lg.lanes)
       if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
     for (const Segment &s : lg.segments) segments_.push_back(std::make_unique<SegmentRunner>(s, ctx_));
@@ -149,12 +150,15 @@ bool Runtime::setup(std::string *error) {
         continue;
       }
       const Node &fn = lg.nodes[ed.from];
-      bool ring = g.elements[fn.element].spec->is_thread_boundary();
+      const ElementSpec &fspec = *g.elements[fn.element].spec;
+      bool ring = fspec.is_thread_boundary();
+      StreamType type = fspec.output_port(ed.from_port)->type;
       unsigned cap = kMergeCapacity;
       if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
-      auto ch = std::make_unique<PacketChannel>(from->name(), cap, SOCKET_ID_ANY);
+      auto ch = std::make_unique<Channel>(from->name(), type, cap, SOCKET_ID_ANY);
       bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
-      ch->set_overflow(from, from->counters.reason(ring ? "ring full" : "shared input full"), !live);
+      const char *full = ring ? "ring full" : type == StreamType::Flows ? "export queue full" : "shared input full";
+      ch->set_overflow(from, from->counters.reason(full, type == StreamType::Flows), !live);
       ch->set_target({to, ed.to_port, nullptr});
       from->connect(ed.from_port, {nullptr, 0, ch.get()});
       segments_[fn.segment]->add_output(ch.get());
@@ -267,7 +271,11 @@ std::string Runtime::summary() const {
                (unsigned long long)c.absorbed.get(), (unsigned long long)c.dropped());
       o << buf;
       for (size_t r = 0; r < c.reasons.size(); ++r)
-        if (c.drops[r].get()) o << "      dropped, " << c.reasons[r] << ": " << c.drops[r].get() << "\n";
+        if (c.drops[r].get())
+          o << "      " << (c.of_records[r] ? "records lost, " : "dropped, ") << c.reasons[r] << ": " << c.drops[r].get() << "\n";
+      if (c.records_in.get() || c.records_out.get() || c.records_absorbed.get())
+        o << "      flow records: in " << c.records_in.get() << ", out " << c.records_out.get()
+          << (c.records_absorbed.get() ? ", written or exported " + std::to_string(c.records_absorbed.get()) : "") << "\n";
       if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
         std::vector<std::pair<std::string, uint64_t>> dd;
         s->device_drops(dd);
@@ -329,7 +337,9 @@ std::string Runtime::summary_json() const {
     o << (first ? "\n  " : ",\n  ") << "{\"name\": " << json_string(e->name()) << ", \"class\": "
       << json_string(e->class_name()) << ", \"lane\": " << e->lane() << ", \"in\": " << c.in.get()
       << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
-      << ", \"bytes\": " << c.in_bytes.get() << ", \"drops\": {";
+      << ", \"bytes\": " << c.in_bytes.get() << ", \"records_in\": " << c.records_in.get()
+      << ", \"records_out\": " << c.records_out.get() << ", \"records_absorbed\": " << c.records_absorbed.get()
+      << ", \"drops\": {";
     bool fr = true;
     for (size_t r = 0; r < c.reasons.size(); ++r) {
       o << (fr ? "" : ", ") << json_string(c.reasons[r]) << ": " << c.drops[r].get();

@@ -58,7 +58,7 @@ class Runtime {
 
   RunContext ctx_;
   std::vector<std::unique_ptr<RuntimeElement>> elements_;  // by node index
-  std::vector<std::unique_ptr<PacketChannel>> channels_;
+  std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::unique_ptr<SegmentRunner>> segments_;
   std::vector<SourceElement *> lane_source_;  // by lane
   InterpretedProgram interpreter_;

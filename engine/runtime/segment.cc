@@ -25,10 +25,17 @@ bool InterpretedProgram::step(SegmentRunner &seg) {
       case PollStatus::End: s.ended = true; break;
     }
   }
-  for (PacketChannel *ch : seg.inputs()) {
-    if (ch->receive(batch, seg.burst()) == 0) continue;
-    work = true;
-    ch->target().element->receive(ch->target().port, batch);
+  for (Channel *ch : seg.inputs()) {
+    if (ch->type() == StreamType::Packets) {
+      if (ch->receive(batch, seg.burst()) == 0) continue;
+      work = true;
+      ch->target().element->receive(ch->target().port, batch);
+    } else {
+      FlowBatch flows;
+      if (ch->receive(flows, kMaxFlowBatch) == 0) continue;
+      work = true;
+      ch->target().element->receive_flows(ch->target().port, flows);
+    }
   }
   for (RuntimeElement *e : seg.tickers()) e->tick(seg.lane_time_ns());
   return work;
@@ -58,7 +65,7 @@ void SegmentRunner::join() {
 bool SegmentRunner::inputs_done() const {
   for (const Source &s : sources_)
     if (!s.ended) return false;
-  for (const PacketChannel *c : inputs_)
+  for (const Channel *c : inputs_)
     if (!c->finished()) return false;
   return true;
 }
@@ -90,7 +97,7 @@ void SegmentRunner::run() {
   // End of input: elements hand on what they hold, upstream first, then the
   // segments downstream learn that nothing more will come.
   for (RuntimeElement *e : elements_) e->flush();
-  for (PacketChannel *c : outputs_) c->close();
+  for (Channel *c : outputs_) c->close();
   rte_thread_unregister();
   done_.store(true, std::memory_order_release);
 }

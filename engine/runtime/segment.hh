@@ -42,8 +42,8 @@ class SegmentRunner {
 
   // Wiring, at setup.
   void add_source(SourceElement *s) { sources_.push_back({s, false}); }
-  void add_input(PacketChannel *c) { inputs_.push_back(c); }
-  void add_output(PacketChannel *c) { outputs_.push_back(c); }
+  void add_input(Channel *c) { inputs_.push_back(c); }
+  void add_output(Channel *c) { outputs_.push_back(c); }
   void add_element(RuntimeElement *e);
   void set_burst(unsigned b) { burst_ = b; }
 
@@ -59,7 +59,7 @@ class SegmentRunner {
     bool ended;
   };
   std::vector<Source> &sources() { return sources_; }
-  const std::vector<PacketChannel *> &inputs() const { return inputs_; }
+  const std::vector<Channel *> &inputs() const { return inputs_; }
   const std::vector<RuntimeElement *> &tickers() const { return tickers_; }
   unsigned burst() const { return burst_; }
   uint64_t lane_time_ns() const { return lane_time_ns_; }
@@ -73,7 +73,7 @@ class SegmentRunner {
   const Segment *seg_;
   RunContext *ctx_;
   std::vector<Source> sources_;
-  std::vector<PacketChannel *> inputs_, outputs_;
+  std::vector<Channel *> inputs_, outputs_;
   std::vector<RuntimeElement *> elements_, tickers_;
   unsigned burst_ = 32;
   uint64_t lane_time_ns_ = 0;

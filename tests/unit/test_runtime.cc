@@ -21,7 +21,7 @@ struct RingFixture {
   std::unique_ptr<test::Compiled> c = test::compile_text(
       "TrafficGen(flows 10, duration 10ms) -> r :: Ring(capacity 64) -> Discard;");
   std::unique_ptr<Runtime> rt;
-  PacketChannel *channel = nullptr;
+  Channel *channel = nullptr;
   RuntimeElement *ring = nullptr;
   rte_mempool *pool = nullptr;
 

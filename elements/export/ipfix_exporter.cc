@@ -1,5 +1,11 @@
 #include "elements/export/ipfix_exporter.hh"
 
+#include <memory>
+#include <stdexcept>
+
+#include "elements/export/exporter_base.hh"
+#include "engine/export/ipfix_encoder.hh"
+
 #include "elements/units.hh"
 
 using namespace sluice;
@@ -52,5 +58,42 @@ const ElementSpec &ipfix_exporter_spec() {
 }
 
 SLUICE_ELEMENT(ipfix_exporter_spec);
+
+namespace {
+
+class IPFIXExporterRuntime final : public ExporterBase {
+ public:
+  IPFIXExporterRuntime(const Node &n, RunContext &c) : ExporterBase(n, c, n.arg("transport")->value.text == "tcp") {}
+
+ protected:
+  void make_encoder(size_t max_message) override {
+    ipfix::IpfixEncoderConfig cfg;
+    cfg.domain = uint32_t(arg("domain").integer);
+    cfg.max_message = max_message;
+    encoder_ = std::make_unique<ipfix::IpfixEncoder>(cfg);
+  }
+  void encode(const FlowRecord *recs, size_t n, uint32_t now_s, std::vector<std::vector<uint8_t>> &out) override {
+    encoder_->encode(recs, n, now_s, false, out);
+  }
+  void templates(uint32_t now_s, std::vector<std::vector<uint8_t>> &out) override { encoder_->templates(now_s, out); }
+  void reset_templates() override { encoder_->reset_templates(); }
+  // RFC 7011: a message's sequence number counts the data records sent
+  // before it, so the next message's (or the encoder's) tells this one's.
+  uint64_t records_in(const std::vector<std::vector<uint8_t>> &msgs, size_t i) const override {
+    uint32_t next = i + 1 < msgs.size() ? sequence_of(msgs[i + 1]) : encoder_->sequence();
+    return uint32_t(next - sequence_of(msgs[i]));
+  }
+  std::string protocol_report() const override { return "sequence " + std::to_string(encoder_->sequence()); }
+
+ private:
+  static uint32_t sequence_of(const std::vector<uint8_t> &m) {
+    return uint32_t(m[8]) << 24 | uint32_t(m[9]) << 16 | uint32_t(m[10]) << 8 | m[11];
+  }
+  std::unique_ptr<ipfix::IpfixEncoder> encoder_;
+};
+
+}  // namespace
+
+SLUICE_RUNTIME("IPFIXExporter", IPFIXExporterRuntime);
 
 }  // namespace sluice::elements

@@ -1,0 +1,80 @@
+#include "elements/export/exporter_base.hh"
+
+#include <time.h>
+
+#include <stdexcept>
+
+namespace sluice::elements {
+
+namespace {
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+uint32_t export_time() { return uint32_t(time(nullptr)); }
+}  // namespace
+
+ExporterBase::ExporterBase(const Node &n, RunContext &c, bool tcp) : RuntimeElement(n, c), tcp_(tcp) {
+  refresh_ns_ = uint64_t(arg("template_refresh").integer);
+  unreachable_ = counters.reason("collector unreachable", true);
+  lost_ = counters.reason("connection lost", true);
+}
+
+void ExporterBase::prepare() {
+  const Value &c = arg("collector");
+  try {
+    link_ = std::make_unique<CollectorLink>(c.text, uint16_t(c.integer),
+                                            tcp_ ? CollectorLink::Transport::Tcp : CollectorLink::Transport::Udp);
+    bool v6 = c.text.find(':') != std::string::npos;
+    make_encoder(size_t(arg("mtu").integer) - (v6 ? 40 : 20) - (tcp_ ? 32 : 8));
+  } catch (const std::exception &e) {
+    throw std::runtime_error("'" + name() + "': " + e.what());
+  }
+}
+
+void ExporterBase::tick(uint64_t) {
+  uint64_t now = mono_ns();
+  link_->poll(now);
+  if (link_->take_new_connection()) {
+    reset_templates();  // a new TCP connection (or the first UDP use) gets the templates first
+    next_refresh_ = now + refresh_ns_;
+  } else if (!tcp_ && now >= next_refresh_) {
+    std::vector<std::vector<uint8_t>> msgs;
+    templates(export_time(), msgs);
+    for (auto &m : msgs) link_->send(std::move(m), 0);
+    next_refresh_ = now + refresh_ns_;
+  }
+  if (uint64_t l = link_->take_lost_records()) counters.drops[lost_].add(l);
+}
+
+void ExporterBase::push_flows(int, FlowBatch &batch) {
+  tick(0);
+  if (!link_->connected()) {  // TCP collector away: the records are lost, counted, nothing waits
+    counters.drops[unreachable_].add(batch.count);
+    batch.count = 0;
+    return;
+  }
+  std::vector<std::vector<uint8_t>> msgs;
+  encode(batch.recs, batch.count, export_time(), msgs);
+  std::vector<uint64_t> records(msgs.size());
+  for (size_t i = 0; i < msgs.size(); ++i) records[i] = records_in(msgs, i);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (link_->send(std::move(msgs[i]), records[i])) counters.records_absorbed.add(records[i]);
+    else counters.drops[unreachable_].add(records[i]);
+  }
+  batch.count = 0;
+}
+
+void ExporterBase::flush() {
+  link_->drain(2'000'000'000ull);
+  if (uint64_t l = link_->take_lost_records()) counters.drops[lost_].add(l);
+}
+
+void ExporterBase::report(std::vector<std::string> &lines) const {
+  lines.push_back("collector " + link_->describe() + ": " + std::to_string(link_->messages()) + " messages, " +
+                  std::to_string(link_->bytes()) + " bytes, " + std::to_string(link_->errors()) + " send errors, " +
+                  std::to_string(link_->connects()) + " connection(s); " + protocol_report());
+}
+
+}  // namespace sluice::elements

@@ -1,7 +1,41 @@
 // FlowTable: the per-lane flow cache that turns packets into flow records.
 #pragma once
+#include <memory>
+#include <optional>
+
 #include "engine/element_spec.hh"
+#include "engine/flow/flow_cache.hh"
+#include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
 const ElementSpec &flow_table_spec();
+
+// The run-time table; GCSlicer, in the same segment, expires its flows.
+class FlowTableRuntime final : public RuntimeElement {
+ public:
+  FlowTableRuntime(const Node &n, RunContext &c);
+
+  FlowCache &cache() { return *cache_; }
+  // Packet time: the latest packet time seen (UNIX ns); and when, on the
+  // wall clock (CLOCK_MONOTONIC ns), the last batch came.
+  uint64_t now_ns() const { return now_ns_; }
+  uint64_t last_batch_wall_ns() const { return last_wall_ns_; }
+  // Whether the lane's input is live (its time must advance while idle).
+  bool live() const { return live_; }
+
+  void prepare() override;
+  void flush() override;
+  void report(std::vector<std::string> &lines) const override;
+
+ protected:
+  void push(int port, PacketBatch &batch) override;
+
+ private:
+  std::unique_ptr<FlowCache> cache_;
+  FlowBatch out_;
+  uint64_t now_ns_ = 0, last_wall_ns_ = 0;
+  bool live_ = false;
+  int not_ip_ = -1, full_ = -1;
+};
+
 }  // namespace sluice::elements

@@ -5,7 +5,7 @@
 //
 // Templates (set id 2), one per record kind; numbers are IANA element ids,
 // lengths in octets, "R" = reverse element (enterprise bit set, PEN 29305,
-// RFC 5103 §6.1):
+// RFC 5103):
 //
 //   256 IPv4 uniflow (53 octets per record)    257 IPv6 uniflow (77)
 //   258 IPv4 biflow  (90)                      259 IPv6 biflow  (114)
@@ -16,7 +16,7 @@
 //   protocolIdentifier 4 (1), vlanId 58 (2)
 //   packetDeltaCount 2 (8), octetDeltaCount 1 (8)      octets at IP level
 //   flowStartMilliseconds 152 (8), flowEndMilliseconds 153 (8)
-//   tcpControlBits 6 (1)                               reduced-size encoding
+//   tcpControlBits 6 (1)                               reduced-size (unsigned16 since RFC 7125)
 //   minimumIpTotalLength 25 (2), maximumIpTotalLength 26 (2)   reduced-size
 //   flowEndReason 136 (1)
 //   biflow templates add:
@@ -25,8 +25,8 @@
 //   R tcpControlBits 6 (1), R minimumIpTotalLength 25 (2), R maximumIpTotalLength 26 (2)
 //
 // The non-reverse fields describe the forward direction (`FlowRecord::fwd`,
-// the direction of the first packet), the reverse ones `FlowRecord::rev`, as
-// RFC 5103 §6 wants; for a uniflow `fwd` is the whole flow. Times are the
+// the direction of the first packet), the reverse ones `FlowRecord::rev`
+// (RFC 5103); for a uniflow `fwd` is the whole flow. Times are the
 // packet times truncated to milliseconds, start <= end. A biflow whose
 // reverse direction saw nothing still goes with a biflow template: reverse
 // counters, flags, lengths and times all zero.
@@ -114,6 +114,7 @@ class IpfixEncoder {
 
  private:
   class Builder;
+  void add_templates(Builder &b);
   IpfixEncoderConfig cfg_;
   uint32_t sequence_ = 0;
   unsigned announced_ = 0;  // bit i: kTemplateIds[i] has been sent

@@ -57,7 +57,10 @@ struct FlowRecord {
   uint32_t pad;
   uint64_t packets() const { return fwd.packets + rev.packets; }
   uint64_t octets() const { return fwd.octets + rev.octets; }
-  uint64_t first_ns() const { return rev.packets && rev.first_ns < fwd.first_ns ? rev.first_ns : fwd.first_ns; }
+  // After an active timeout a biflow record may carry the reverse direction only.
+  uint64_t first_ns() const {
+    return !fwd.packets || (rev.packets && rev.first_ns < fwd.first_ns) ? rev.first_ns : fwd.first_ns;
+  }
   uint64_t last_ns() const { return rev.last_ns > fwd.last_ns ? rev.last_ns : fwd.last_ns; }
 };
 static_assert(std::is_trivially_copyable_v<FlowRecord>);

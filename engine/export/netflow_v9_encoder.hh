@@ -1,0 +1,131 @@
+// Flow records as NetFlow version 9 export packets (RFC 3954). A pure library:
+// no sockets, no clocks. NetFlowV9Exporter holds one encoder per source id,
+// feeds it batches of records and sends the packets it returns; it decides
+// when templates are refreshed (`send_templates`).
+//
+// Templates (FlowSet id 0), field type (length in octets):
+//
+//   256 IPv4 (45 octets per record)            257 IPv6 (69)
+//   IPV4_SRC_ADDR 8 (4) | IPV6_SRC_ADDR 27 (16)
+//   IPV4_DST_ADDR 12 (4) | IPV6_DST_ADDR 28 (16)
+//   L4_SRC_PORT 7 (2), L4_DST_PORT 11 (2), PROTOCOL 4 (1), SRC_VLAN 58 (2)
+//   IN_PKTS 2 (8), IN_BYTES 1 (8)                      octets at IP level
+//   FIRST_SWITCHED 22 (4), LAST_SWITCHED 21 (4)        ms of sysUptime, see below
+//   TCP_FLAGS 6 (1), MIN_PKT_LNGTH 25 (2), MAX_PKT_LNGTH 26 (2)
+//   flowEndReason 136 (1)                              unless end_reason is false
+//
+// RFC 3954 defines no end-reason field type. 136 is IANA's flowEndReason:
+// IANA's IPFIX element ids extend the NetFlow v9 field type space (0-127 are
+// v9's own) and v9 exporters (Cisco Flexible NetFlow, ASA NSEL) use ids from
+// it; a collector that does not know a type skips it by the template's
+// length. tshark decodes it in v9. `end_reason false` leaves it out for
+// collectors that want RFC 3954 types only (the record is then 44 / 68).
+//
+// Biflows: v9 has none, so a biflow record becomes two records: the forward
+// one (key as is, FlowRecord::fwd) and, when the reverse direction saw any
+// packet, the reverse one (addresses and ports swapped, FlowRecord::rev),
+// both with the record's end reason. ICMP and ICMPv6 keep their ports
+// unswapped: there they are 0 and type << 8 | code, not endpoints.
+//
+// Time. A v9 header carries UNIX seconds and sysUptime (ms since the
+// exporter's boot, 32 bits); FIRST_SWITCHED and LAST_SWITCHED are sysUptime
+// values, so a collector places a packet time t at
+//   unix_secs * 1000 - sysUptime + SWITCHED = boot + SWITCHED.
+// The encoder has no boot: it picks a boot time B (UNIX ms) at the first
+// packet, kBootLeadMs before the oldest time it has to express (the export
+// time or a record's first packet), so every value is a small positive number.
+// When a later batch has a time before B, or would carry a value past
+// kMaxUptimeMs (2^31 - 1, about 24.8 days: collectors that read the fields as
+// signed stay right), B moves to kBootLeadMs before that batch's oldest time:
+// to a collector the exporter rebooted, so the templates go out again first.
+// Values stay valid over traces of any length. A time that still cannot be
+// expressed (a batch spanning more than 24.8 days) is clamped into range and
+// counted in clamped(). Times are truncated to ms, FIRST <= LAST.
+//
+// The export time and the records' packet times must be on the same clock
+// (both trace time, or both wall time); the encoder does not read a clock.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/flow/flow_record.hh"
+
+namespace sluice::netflow_v9 {
+
+inline constexpr uint16_t kVersion = 9;
+inline constexpr uint16_t kTemplateFlowSetId = 0;
+inline constexpr size_t kHeaderLen = 20;
+inline constexpr size_t kFlowSetHeaderLen = 4;
+inline constexpr uint16_t kTemplateV4 = 256;
+inline constexpr uint16_t kTemplateV6 = 257;
+inline constexpr uint16_t kTemplateIds[2] = {kTemplateV4, kTemplateV6};
+inline constexpr uint64_t kBootLeadMs = 3600 * 1000;        // B is this long before the oldest time
+inline constexpr uint64_t kMaxUptimeMs = (1ull << 31) - 1;  // largest sysUptime / SWITCHED value sent
+
+struct FieldSpec {
+  uint16_t type;
+  uint16_t length;
+};
+
+struct NetFlowV9EncoderConfig {
+  uint32_t source_id = 1;     // in every packet header
+  size_t max_message = 1472;  // octets of an export packet: MTU - IP - UDP headers, computed by the caller
+  bool end_reason = true;     // flowEndReason (136) in the templates
+};
+
+class NetFlowV9Encoder {
+ public:
+  // Throws std::invalid_argument when max_message is below min_message_size()
+  // or above 65535.
+  explicit NetFlowV9Encoder(const NetFlowV9EncoderConfig &cfg);
+
+  // Appends to `out` the export packets carrying these records, each at most
+  // max_message octets and its data FlowSets padded to 4 octets. A template
+  // goes out (in the same packet or an earlier one) before the first data
+  // record that uses it; with `send_templates` both templates lead the first
+  // packet (the refresh), even when n == 0. Records are grouped by template.
+  void encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
+              std::vector<std::vector<uint8_t>> &out);
+
+  // Appends one packet holding both templates and nothing else.
+  void templates(uint32_t export_time_s, std::vector<std::vector<uint8_t>> &out);
+
+  // RFC 3954 §5.1: export packets sent so far (mod 2^32), the sequence
+  // number of the next packet.
+  uint32_t sequence() const { return sequence_; }
+  // Templates go out again before any data. The sequence number carries on.
+  void reset_templates() { announced_ = 0; }
+
+  // The fields of template `template_id` (256 or 257), octets per record.
+  std::span<const FieldSpec> template_fields(uint16_t template_id) const;
+  size_t record_length(uint16_t template_id) const;
+  // The smallest max_message accepted: a header, a FlowSet header and the
+  // largest template record or data record with padding.
+  size_t min_message_size() const;
+
+  // The boot time in use (UNIX ms); 0 before the first packet.
+  uint64_t boot_ms() const { return boot_ms_; }
+  // Times that had to be clamped to fit sysUptime (see above).
+  uint64_t clamped() const { return clamped_; }
+  uint32_t source_id() const { return cfg_.source_id; }
+  size_t max_message() const { return cfg_.max_message; }
+
+ private:
+  class Builder;
+  void add_templates(Builder &b);
+  void set_boot(uint64_t oldest_ms, uint64_t newest_ms);
+  uint32_t uptime(uint64_t t_ms);
+
+  NetFlowV9EncoderConfig cfg_;
+  size_t nfields_;  // fields per template (the last one is flowEndReason)
+  uint32_t sequence_ = 0;
+  unsigned announced_ = 0;  // bit i: kTemplateIds[i] has been sent
+  bool booted_ = false;
+  uint64_t boot_ms_ = 0;
+  uint64_t clamped_ = 0;
+  std::vector<uint32_t> order_;
+};
+
+}  // namespace sluice::netflow_v9

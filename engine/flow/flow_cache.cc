@@ -1,0 +1,658 @@
+#include "engine/flow/flow_cache.hh"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+#endif
+
+namespace sluice {
+
+namespace {
+
+constexpr uint8_t kTcpFin = 0x01, kTcpSyn = 0x02, kTcpRst = 0x04, kTcpAck = 0x10;
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr unsigned kWays = 8;
+constexpr unsigned kEmitted = 1, kGone = 2;  // FlowCache::settle() results
+
+// Entry::state bits
+constexpr uint8_t kUsed = 1;    // the entry holds a flow
+constexpr uint8_t kEnded = 2;   // TCP FIN or RST seen
+constexpr uint8_t kRef = 4;     // CLOCK reference bit: a packet since the hand last passed
+constexpr uint8_t kFwdRev = 8;  // the forward direction is the canonical key reversed
+
+// PacketMeta's first 37 bytes are FlowKey's: addresses, ports, protocol.
+static_assert(offsetof(PacketMeta, src_addr) == offsetof(FlowKey, src_addr));
+static_assert(offsetof(PacketMeta, dst_addr) == offsetof(FlowKey, dst_addr));
+static_assert(offsetof(PacketMeta, src_port) == offsetof(FlowKey, src_port));
+static_assert(offsetof(PacketMeta, dst_port) == offsetof(FlowKey, dst_port));
+static_assert(offsetof(PacketMeta, ip_proto) == offsetof(FlowKey, proto));
+static_assert(offsetof(FlowKey, is_ipv6) == 37 && offsetof(FlowKey, vlan) == 38);
+
+inline void load_key(const FlowKey &k, uint64_t w[5]) { std::memcpy(w, &k, sizeof(FlowKey)); }
+inline void store_key(FlowKey &k, const uint64_t w[5]) { std::memcpy(&k, w, sizeof(FlowKey)); }
+
+inline bool same_key(const FlowKey &a, const FlowKey &b) {
+  uint64_t x[5], y[5];
+  load_key(a, x);
+  load_key(b, y);
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
+}
+
+// Word 4 holds src_port (bits 0-15), dst_port (16-31), proto, is_ipv6, vlan.
+inline uint64_t swap_ports(uint64_t w4) {
+  return (w4 & ~0xffffffffull) | (w4 & 0xffff) << 16 | (w4 >> 16 & 0xffff);
+}
+
+inline void reverse_key(uint64_t w[5]) {
+  std::swap(w[0], w[2]);
+  std::swap(w[1], w[3]);
+  w[4] = swap_ports(w[4]);
+}
+
+inline uint64_t fmix64(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h;
+}
+
+inline uint64_t hash_key(const uint64_t w[5]) {
+#if defined(__SSE4_2__)
+  // Two CRC32C chains in opposite word orders (independent linear maps of the
+  // key; the same order with two seeds would differ by a constant), run in
+  // parallel, then a finaliser that mixes every bit into every bit.
+  uint64_t a = 0x8f1bbcdc, b = 0x2545f491;
+  a = _mm_crc32_u64(a, w[0]);
+  b = _mm_crc32_u64(b, w[4]);
+  a = _mm_crc32_u64(a, w[1]);
+  b = _mm_crc32_u64(b, w[3]);
+  a = _mm_crc32_u64(a, w[2]);
+  b = _mm_crc32_u64(b, w[2]);
+  a = _mm_crc32_u64(a, w[3]);
+  b = _mm_crc32_u64(b, w[1]);
+  a = _mm_crc32_u64(a, w[4]);
+  b = _mm_crc32_u64(b, w[0]);
+  return fmix64(a << 32 | b);
+#else
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 5; ++i) {
+    h = (h ^ w[i]) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  return fmix64(h);
+#endif
+}
+
+}  // namespace
+
+struct alignas(128) FlowCache::Entry {
+  // first cache line: what a lookup and the expiry scan read
+  FlowKey key;          // canonical order (bi), fields outside the key zero
+  uint64_t last_ns;     // last packet of the entry, either direction, any record: idle timeout
+  uint32_t home;        // home bucket; the next free slot while free
+  uint8_t state;        // kUsed | kEnded | kRef | kFwdRev
+  uint8_t tcp_flags[2]; // [0] forward, [1] reverse, as below
+  uint8_t pad;
+  uint16_t min_len[2];
+  uint16_t max_len[2];
+  // second cache line: the counters of the current record
+  uint64_t packets[2];
+  uint64_t octets[2];
+  uint64_t first_ns[2];
+  uint64_t dir_last_ns[2];
+};
+static_assert(sizeof(FlowCache::Entry) == 128);
+static_assert(offsetof(FlowCache::Entry, packets) == 64);
+
+struct alignas(64) FlowCache::Bucket {
+  uint16_t tag[kWays];   // 0: way empty
+  uint32_t slot[kWays];  // entry of each way
+  uint32_t overflow;     // keys whose home is at or before this bucket that are stored after it
+  uint32_t pad[3];
+};
+static_assert(sizeof(FlowCache::Bucket) == 64);
+
+struct FlowCache::Prepared {
+  FlowKey key;  // canonical
+  uint32_t home;
+  uint16_t tag;
+  uint8_t swapped;    // the packet's direction is the canonical key reversed
+  uint8_t tcp_flags;
+  uint32_t length;    // IP total length
+  uint8_t is_ip;
+  uint64_t time;
+};
+
+namespace {
+
+// Bit pair 2w, 2w+1 set for every way w whose tag equals `tag`.
+inline uint32_t match_tags(const FlowCache::Bucket &b, uint16_t tag) {
+#if defined(__SSE2__)
+  __m128i t = _mm_load_si128(reinterpret_cast<const __m128i *>(b.tag));
+  return uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi16(t, _mm_set1_epi16(short(tag)))));
+#else
+  uint32_t m = 0;
+  for (unsigned w = 0; w < kWays; ++w)
+    if (b.tag[w] == tag) m |= 3u << (2 * w);
+  return m;
+#endif
+}
+
+inline uint32_t next_way(uint32_t &mask) {
+  uint32_t w = uint32_t(__builtin_ctz(mask)) >> 1;
+  mask &= mask - 1;
+  mask &= mask - 1;
+  return w;
+}
+
+inline void prefetch(const void *p) { __builtin_prefetch(p, 1, 3); }
+
+inline bool has_packets(const FlowCache::Entry &e) { return (e.packets[0] | e.packets[1]) != 0; }
+
+inline uint64_t record_start(const FlowCache::Entry &e) {
+  if (!e.packets[0]) return e.first_ns[1];
+  if (!e.packets[1]) return e.first_ns[0];
+  return std::min(e.first_ns[0], e.first_ns[1]);
+}
+
+inline void reset_record(FlowCache::Entry &e) {
+  std::memset(&e.packets, 0, sizeof e.packets + sizeof e.octets + sizeof e.first_ns + sizeof e.dir_last_ns);
+  e.tcp_flags[0] = e.tcp_flags[1] = 0;
+  e.min_len[0] = e.min_len[1] = e.max_len[0] = e.max_len[1] = 0;
+}
+
+inline void count(FlowCache::Entry &e, unsigned d, const FlowCache::Prepared &p) {
+  uint16_t len = uint16_t(std::min<uint32_t>(p.length, 0xffff));
+  if (e.packets[d]++ == 0) {
+    e.first_ns[d] = e.dir_last_ns[d] = p.time;
+    e.min_len[d] = e.max_len[d] = len;
+    e.tcp_flags[d] = p.tcp_flags;
+  } else {
+    if (p.time < e.first_ns[d]) e.first_ns[d] = p.time;
+    if (p.time > e.dir_last_ns[d]) e.dir_last_ns[d] = p.time;
+    if (len < e.min_len[d]) e.min_len[d] = len;
+    if (len > e.max_len[d]) e.max_len[d] = len;
+    e.tcp_flags[d] |= p.tcp_flags;
+  }
+  e.octets[d] += p.length;
+  if (p.time > e.last_ns) e.last_ns = p.time;
+  e.state |= kRef | (p.tcp_flags & (kTcpFin | kTcpRst) ? kEnded : 0);
+}
+
+void *map_memory(size_t n, bool prefault) {
+  void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (n >= (2u << 20)) madvise(p, n, MADV_HUGEPAGE);
+#endif
+  if (prefault)
+    for (size_t off = 0; off < n; off += 4096) static_cast<volatile char *>(p)[off] = 0;
+  return p;
+}
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+FlowCache::Mapping::~Mapping() {
+  if (p) munmap(p, n);
+}
+
+FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
+  if (cfg.capacity < 1 || cfg.capacity > uint64_t(UINT32_MAX) - 1)
+    throw std::invalid_argument("flow cache capacity " + std::to_string(cfg.capacity) +
+                                " out of range 1.." + std::to_string(uint64_t(UINT32_MAX) - 1));
+  if (cfg.idle_ns == 0) throw std::invalid_argument("flow cache idle timeout must be > 0");
+  if (cfg.active_ns == 0) throw std::invalid_argument("flow cache active timeout must be > 0");
+  if (cfg.end_grace_ns == 0) throw std::invalid_argument("flow cache end grace must be > 0");
+  capacity_ = size_t(cfg.capacity);
+  nbuckets_ = uint32_t((capacity_ + 3) / 4);
+  end_timeout_ns_ = std::min(cfg.idle_ns, cfg.end_grace_ns);
+
+  // Byte masks of the key fields kept, in FlowKey layout.
+  FlowKey m{}, m4{};
+  std::memset(&m, 0, sizeof m);
+  if (cfg.key_src) std::memset(m.src_addr, 0xff, 16);
+  if (cfg.key_dst) std::memset(m.dst_addr, 0xff, 16);
+  if (cfg.key_proto) m.proto = 0xff;
+  m.is_ipv6 = 0xff;
+  if (cfg.key_vlan) m.vlan = 0xffff;
+  m4 = m;
+  if (cfg.key_sport) m4.src_port = 0xffff;
+  if (cfg.key_dport) m4.dst_port = 0xffff;
+  load_key(m4, key_mask_);
+  load_key(m, key_mask_no_l4_);
+
+  entry_map_.n = round_up(capacity_ * sizeof(Entry), 4096);
+  entry_map_.p = map_memory(entry_map_.n, cfg.prefault);
+  bucket_map_.n = round_up(size_t(nbuckets_) * sizeof(Bucket), 4096);
+  bucket_map_.p = map_memory(bucket_map_.n, cfg.prefault);
+  scratch_map_.n = round_up(kBatch * sizeof(Prepared), 4096);
+  scratch_map_.p = map_memory(scratch_map_.n, true);
+  // Fresh anonymous memory reads as zeros: empty buckets, never-used entries.
+  entries_ = static_cast<Entry *>(entry_map_.p);
+  buckets_ = static_cast<Bucket *>(bucket_map_.p);
+  scratch_ = static_cast<Prepared *>(scratch_map_.p);
+  free_head_ = kNone;
+}
+
+FlowCache::~FlowCache() = default;
+
+size_t FlowCache::bytes() const { return entry_map_.n + bucket_map_.n + scratch_map_.n; }
+
+void FlowCache::prepare(const PacketMeta &m, uint64_t t, Prepared &p) const {
+  uint64_t w[5];
+  std::memcpy(w, &m, sizeof w);  // addresses, ports, protocol, then status and flags (masked off)
+  const bool l4 = m.has_l4();
+  const uint64_t *mask = l4 ? key_mask_ : key_mask_no_l4_;
+  // bytes 37..39 are PacketMeta's status and flags: FlowKey's is_ipv6 and vlan instead
+  w[4] = (w[4] & 0xffffffffffull) | uint64_t(m.is_ipv6() ? 1 : 0) << 40 | uint64_t(m.vlan_outer) << 48;
+  for (int i = 0; i < 5; ++i) w[i] &= mask[i];
+  p.swapped = 0;
+  if (cfg_.bidirectional) {
+    // Canonical order: the (address, port) pair that compares lower first. Any
+    // total order does; this one compares native words.
+    uint64_t sp = w[4] & 0xffff, dp = w[4] >> 16 & 0xffff;
+    bool greater = w[0] != w[2] ? w[0] > w[2] : w[1] != w[3] ? w[1] > w[3] : sp > dp;
+    if (greater) {
+      reverse_key(w);
+      p.swapped = 1;
+    }
+  }
+  store_key(p.key, w);
+  uint64_t h = hash_key(w);
+  p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
+  p.tag = uint16_t(h) ? uint16_t(h) : 1;
+  p.tcp_flags = l4 && m.ip_proto == 6 ? m.tcp_flags : 0;
+  p.length = m.ip_total_length;
+  p.is_ip = 1;
+  p.time = t;
+}
+
+uint32_t FlowCache::lookup(const Prepared &p) const {
+  uint32_t b = p.home;
+  for (uint32_t n = 0; n < nbuckets_; ++n) {
+    const Bucket &bk = buckets_[b];
+    for (uint32_t mask = match_tags(bk, p.tag); mask;) {
+      uint32_t s = bk.slot[next_way(mask)];
+      if (same_key(entries_[s].key, p.key)) return s;
+    }
+    if (bk.overflow == 0) return kNone;
+    b = b + 1 == nbuckets_ ? 0 : b + 1;
+  }
+  return kNone;
+}
+
+void FlowCache::index_insert(uint32_t slot, uint32_t home, uint16_t tag) {
+  // Ways >= 2 * entries in use, so this finds one.
+  for (uint32_t b = home;;) {
+    Bucket &bk = buckets_[b];
+    uint32_t mask = match_tags(bk, 0);
+    if (mask) {
+      uint32_t w = next_way(mask);
+      bk.tag[w] = tag;
+      bk.slot[w] = slot;
+      return;
+    }
+    ++bk.overflow;
+    b = b + 1 == nbuckets_ ? 0 : b + 1;
+  }
+}
+
+void FlowCache::index_remove(uint32_t slot) {
+  for (uint32_t b = entries_[slot].home;;) {
+    Bucket &bk = buckets_[b];
+    for (unsigned w = 0; w < kWays; ++w)
+      if (bk.slot[w] == slot && bk.tag[w] != 0) {
+        bk.tag[w] = 0;
+        return;
+      }
+    --bk.overflow;
+    b = b + 1 == nbuckets_ ? 0 : b + 1;
+  }
+}
+
+uint32_t FlowCache::alloc_slot() {
+  uint32_t s;
+  if (free_head_ != kNone) {
+    s = free_head_;
+    free_head_ = entries_[s].home;
+  } else {
+    s = bump_++;
+  }
+  ++used_;
+  return s;
+}
+
+void FlowCache::release(uint32_t slot) {
+  index_remove(slot);
+  Entry &e = entries_[slot];
+  e.state = 0;
+  e.home = free_head_;
+  free_head_ = slot;
+  --used_;
+}
+
+// Applies the timeouts due at now_ to e. Deadlines: idle = last packet + idle
+// (end grace when ended), active = first packet of the record + active. When
+// both have passed they apply in deadline order: if the active deadline came
+// first the record leaves as an active timeout and the (empty) rest of the flow
+// then ends silently, else the flow ends as idle. So a check at any time after
+// the deadlines gives what a check at each deadline would have given: the
+// records do not depend on when the scan runs. Writes at most one record to
+// `rec`; returns kEmitted and/or kGone (the flow is over; the caller frees or
+// reuses the entry).
+unsigned FlowCache::settle(Entry &e, FlowRecord &rec) {
+  const bool ended = e.state & kEnded;
+  const uint64_t timeout = ended ? end_timeout_ns_ : cfg_.idle_ns;
+  const uint64_t last = std::min(now_, e.last_ns);
+  const bool idle_due = now_ - last >= timeout;
+  if (!has_packets(e)) {  // what an active timeout left
+    if (!idle_due) return 0;
+    ++stats_.ended_empty;
+    return kGone;
+  }
+  const uint64_t start = std::min(now_, record_start(e));
+  if (now_ - start >= cfg_.active_ns &&
+      (!idle_due || (unsigned __int128)start + cfg_.active_ns <= (unsigned __int128)last + timeout)) {
+    emit(e, FlowEndReason::ActiveTimeout, rec);
+    reset_record(e);
+    if (!idle_due) return kEmitted;
+    ++stats_.ended_empty;
+    return kEmitted | kGone;
+  }
+  if (!idle_due) return 0;
+  emit(e, ended ? FlowEndReason::EndOfFlow : FlowEndReason::IdleTimeout, rec);
+  return kEmitted | kGone;
+}
+
+void FlowCache::emit(const Entry &e, FlowEndReason r, FlowRecord &rec) {
+  uint64_t w[5];
+  load_key(e.key, w);
+  if (e.state & kFwdRev) reverse_key(w);
+  store_key(rec.key, w);
+  const unsigned dirs = cfg_.bidirectional ? 2 : 1;
+  FlowCounters *c[2] = {&rec.fwd, &rec.rev};
+  for (unsigned d = 0; d < 2; ++d) {
+    FlowCounters &o = *c[d];
+    if (d < dirs && e.packets[d]) {
+      o.packets = e.packets[d];
+      o.octets = e.octets[d];
+      o.first_ns = e.first_ns[d];
+      o.last_ns = e.dir_last_ns[d];
+      o.min_len = e.min_len[d];
+      o.max_len = e.max_len[d];
+      o.tcp_flags = e.tcp_flags[d];
+      o.pad[0] = o.pad[1] = o.pad[2] = 0;
+    } else {
+      std::memset(&o, 0, sizeof o);
+    }
+  }
+  rec.reason = r;
+  rec.biflow = cfg_.bidirectional ? 1 : 0;
+  rec.lane = cfg_.lane;
+  rec.pad = 0;
+  ++stats_.ended[unsigned(r)];
+}
+
+// Frees one entry for a new flow (the table is full). A CLOCK sweep of at most
+// kSweep entries: an entry that is due leaves with its own reason (and an
+// empty one silently) in either mode; with evict, an ended flow or an
+// unreferenced one is the victim, referenced ones get a second chance, and if
+// all had one, the least recently active of them goes.
+bool FlowCache::make_room(FlowRecord *out, unsigned *n_out) {
+  const bool evict = cfg_.evict_when_full;
+  uint32_t best = kNone;
+  uint64_t best_last = UINT64_MAX;
+  for (unsigned k = 0; k < kSweep; ++k) {
+    uint32_t i = hand_;
+    hand_ = hand_ + 1 == capacity_ ? 0 : hand_ + 1;
+    if (k + 1 < kSweep) prefetch(&entries_[hand_]);
+    Entry &e = entries_[i];  // full: every slot is in use
+    unsigned r = settle(e, out[*n_out]);
+    if (r & kEmitted) ++*n_out;
+    if (r || !has_packets(e)) {  // over, or rolled over / left empty by an active timeout
+      if (!(r & kGone)) ++stats_.ended_empty;
+      release(i);
+      return true;
+    }
+    if (!evict) continue;
+    if (e.state & kEnded) {  // its end is known: no second chance, and its own reason
+      emit(e, FlowEndReason::EndOfFlow, out[(*n_out)++]);
+    } else if (e.state & kRef) {
+      e.state &= uint8_t(~kRef);
+      if (e.last_ns < best_last) best = i, best_last = e.last_ns;
+      continue;
+    } else {
+      emit(e, FlowEndReason::LackOfResources, out[(*n_out)++]);
+    }
+    ++stats_.evicted;
+    release(i);
+    return true;
+  }
+  if (!evict) return false;
+  emit(entries_[best], FlowEndReason::LackOfResources, out[(*n_out)++]);
+  ++stats_.evicted;
+  release(best);
+  return true;
+}
+
+FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out) {
+  uint32_t s = lookup(p);
+  if (s != kNone) {
+    Entry &e = entries_[s];
+    unsigned d = p.swapped ^ (e.state & kFwdRev ? 1u : 0u);
+    unsigned r = settle(e, out[*n_out]);
+    if (r & kEmitted) ++*n_out;
+    bool restart = r & kGone;
+    if (!restart && (e.state & kEnded) && (p.tcp_flags & kTcpSyn) &&
+        (!(p.tcp_flags & kTcpAck) || !cfg_.bidirectional)) {  // a SYN after the end
+      if (has_packets(e))
+        emit(e, FlowEndReason::EndOfFlow, out[(*n_out)++]);
+      else
+        ++stats_.ended_empty;
+      restart = true;
+    }
+    if (restart) {
+      e.state = uint8_t(kUsed | (p.swapped ? kFwdRev : 0));
+      reset_record(e);
+      e.last_ns = p.time;
+      d = 0;
+      ++stats_.created;
+    }
+    count(e, d, p);
+    ++stats_.packets;
+    return FlowPacketOutcome::Counted;
+  }
+  if (used_ == capacity_ && !make_room(out, n_out)) {
+    ++stats_.dropped_full;
+    return FlowPacketOutcome::TableFull;
+  }
+  s = alloc_slot();
+  Entry &e = entries_[s];
+  e.key = p.key;
+  e.home = p.home;
+  e.state = uint8_t(kUsed | (p.swapped ? kFwdRev : 0));
+  e.pad = 0;
+  reset_record(e);
+  e.last_ns = p.time;
+  index_insert(s, p.home, p.tag);
+  count(e, 0, p);
+  ++stats_.created;
+  ++stats_.packets;
+  return FlowPacketOutcome::Counted;
+}
+
+FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out,
+                                     unsigned *n_out) {
+  *n_out = 0;
+  if (time_ns > now_) now_ = time_ns;
+  if (!m.is_ip()) {
+    ++stats_.not_ip;
+    return FlowPacketOutcome::NotIp;
+  }
+  Prepared p;
+  prepare(m, time_ns, p);
+  return account_prepared(p, out, n_out);
+}
+
+void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
+                              FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out) {
+  unsigned total = 0;
+  for (unsigned base = 0; base < n; base += kBatch) {
+    const unsigned k = std::min(kBatch, n - base);
+    // 1. keys and hashes; prefetch the home buckets
+    for (unsigned i = 0; i < k; ++i) {
+      const PacketMeta &m = *metas[base + i];
+      Prepared &p = scratch_[i];
+      if (!m.is_ip()) {
+        p.is_ip = 0;
+        p.time = times_ns[base + i];
+        continue;
+      }
+      prepare(m, times_ns[base + i], p);
+      prefetch(&buckets_[p.home]);
+    }
+    // 2. and 3., overlapped: prefetch the entry of the first matching tag (both
+    // lines) kEntryAhead packets ahead of the one processed, in order, exactly
+    // as account() would
+    auto prefetch_entry = [&](unsigned i) {
+      const Prepared &p = scratch_[i];
+      if (!p.is_ip) return;
+      uint32_t mask = match_tags(buckets_[p.home], p.tag);
+      if (mask) {
+        const Entry *e = &entries_[buckets_[p.home].slot[next_way(mask)]];
+        prefetch(e);
+        prefetch(reinterpret_cast<const char *>(e) + 64);
+      }
+    };
+    constexpr unsigned kEntryAhead = 16;
+    for (unsigned i = 0; i < k && i < kEntryAhead; ++i) prefetch_entry(i);
+    for (unsigned i = 0; i < k; ++i) {
+      if (i + kEntryAhead < k) prefetch_entry(i + kEntryAhead);
+      const Prepared &p = scratch_[i];
+      if (p.time > now_) now_ = p.time;
+      FlowPacketOutcome o;
+      if (!p.is_ip) {
+        ++stats_.not_ip;
+        o = FlowPacketOutcome::NotIp;
+      } else {
+        unsigned r = 0;
+        o = account_prepared(p, out + total, &r);
+        total += r;
+      }
+      if (outcomes) outcomes[base + i] = o;
+    }
+  }
+  *n_out = total;
+}
+
+size_t FlowCache::expire(uint64_t now_ns, size_t begin, size_t end, FlowRecord *out, size_t max_out,
+                         size_t *n_out) {
+  if (now_ns > now_) now_ = now_ns;
+  size_t n = 0;
+  const size_t stop = std::min<size_t>(end, bump_);
+  size_t i = begin;
+  for (; i < stop; ++i) {
+    Entry &e = entries_[i];
+    if (!(e.state & kUsed)) continue;
+    if (n == max_out) break;
+    unsigned r = settle(e, out[n]);
+    if (r & kEmitted) ++n;
+    if (r & kGone) release(uint32_t(i));
+  }
+  *n_out = n;
+  return i < stop ? i : std::max(begin, end);
+}
+
+size_t FlowCache::flush(FlowRecord *out, size_t max_out, size_t *n_out) {
+  size_t n = 0;
+  while (used_ > 0 && n < max_out) {
+    if (flush_pos_ >= bump_) flush_pos_ = 0;
+    uint32_t i = flush_pos_++;
+    Entry &e = entries_[i];
+    if (!(e.state & kUsed)) continue;
+    unsigned r = settle(e, out[n]);
+    if (r & kEmitted) {
+      ++n;
+      if (!(r & kGone)) ++stats_.ended_empty;  // rolled over: the rest of the flow is empty
+    } else if (!(r & kGone)) {
+      if (has_packets(e))
+        emit(e, e.state & kEnded ? FlowEndReason::EndOfFlow : FlowEndReason::ForcedEnd, out[n++]);
+      else
+        ++stats_.ended_empty;
+    }
+    release(i);
+  }
+  if (used_ == 0) {  // empty: start over from a clean slate
+    bump_ = 0;
+    free_head_ = kNone;
+    hand_ = 0;
+    flush_pos_ = 0;
+  }
+  *n_out = n;
+  return used_;
+}
+
+// ---- FlowCacheSlicer ----
+
+FlowCacheSlicer::FlowCacheSlicer(uint64_t period_ns, uint64_t slices) : period_(period_ns), slices_(slices) {
+  if (period_ns == 0) throw std::invalid_argument("GC period must be > 0");
+  if (slices == 0 || slices > (1ull << 32)) throw std::invalid_argument("GC slices out of range 1..2^32");
+}
+
+namespace {
+// a * b / c without overflow (a < c)
+inline uint64_t muldiv(uint64_t a, uint64_t b, uint64_t c) {
+  return uint64_t((unsigned __int128)a * b / c);
+}
+}  // namespace
+
+uint64_t FlowCacheSlicer::next_due_ns() const { return base_ + muldiv(slice_, period_, slices_); }
+
+bool FlowCacheSlicer::run(FlowCache &cache, uint64_t now_ns, FlowRecord *out, size_t max_out,
+                          size_t *n_out) {
+  size_t n = 0;
+  if (!started_) {
+    started_ = true;
+    base_ = now_ns;
+  }
+  // More than a period behind: keep one round's worth of slices due.
+  if (now_ns >= next_due_ns() && now_ns - next_due_ns() >= period_)
+    base_ = now_ns - period_ - muldiv(slice_, period_, slices_) + 1;
+  const size_t S = cache.slots();
+  while (now_ns >= next_due_ns()) {
+    size_t b = size_t(muldiv(slice_, S, slices_)), e = size_t(muldiv(slice_ + 1, S, slices_));
+    if (pos_ < b || pos_ > e) pos_ = b;
+    size_t got = 0;
+    pos_ = cache.expire(now_ns, pos_, e, out + n, max_out - n, &got);
+    n += got;
+    if (pos_ < e) {
+      *n_out = n;
+      return false;
+    }
+    ++scanned_;
+    if (++slice_ == slices_) {
+      slice_ = 0;
+      base_ += period_;
+    }
+    pos_ = size_t(muldiv(slice_, S, slices_));
+  }
+  *n_out = n;
+  return true;
+}
+
+}  // namespace sluice

@@ -67,12 +67,10 @@ demo() {
     echo "== making the demo trace: sluice run examples/make_trace.pipe"
     "$sluice" run examples/make_trace.pipe
   fi
-  echo "== sluice run examples/packet_stats.pipe (the default probe's packet path, 2 lanes)"
-  "$sluice" run examples/packet_stats.pipe
-  echo "== sluice check configs/flowprobe.pipe"
-  "$sluice" check configs/flowprobe.pipe
-  echo "== sluice plan configs/flowprobe.pipe"
-  "$sluice" plan configs/flowprobe.pipe
+  echo "== sluice run configs/flowprobe.pipe (the default probe: 2 lanes, IPFIX to 127.0.0.1:4739, FlowLog to flows.csv)"
+  "$sluice" run configs/flowprobe.pipe
+  echo "== the first flows of flows.csv ($(($(wc -l < flows.csv) - 1)) lines; a biflow is two lines)"
+  head -15 flows.csv | column -t -s,
 }
 
 case "${1:-build}" in

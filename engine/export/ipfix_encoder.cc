@@ -39,7 +39,6 @@ enum : uint16_t {
       {kMaximumIpTotalLength, 2, 0}, {kFlowEndReason, 1, 0}
 #define SLUICE_IPFIX_REVERSE                                                                               \
   {kPacketDeltaCount, 8, kReversePen}, {kOctetDeltaCount, 8, kReversePen},                                 \
-      {kFlowStartMilliseconds, 8, kReversePen}, {kFlowEndMilliseconds, 8, kReversePen},                    \
       {kTcpControlBits, 1, kReversePen}, {kMinimumIpTotalLength, 2, kReversePen},                          \
       {kMaximumIpTotalLength, 2, kReversePen}
 
@@ -69,7 +68,7 @@ constexpr std::array<size_t, 4> kRecordLen = {sum_lengths(kV4), sum_lengths(kV6)
                                               sum_lengths(kV6Bi)};
 constexpr std::array<size_t, 4> kTemplateLen = {template_len(kV4), template_len(kV6), template_len(kV4Bi),
                                                 template_len(kV6Bi)};
-static_assert(kRecordLen[0] == 53 && kRecordLen[1] == 77 && kRecordLen[2] == 90 && kRecordLen[3] == 114,
+static_assert(kRecordLen[0] == 53 && kRecordLen[1] == 77 && kRecordLen[2] == 74 && kRecordLen[3] == 98,
               "the record lengths documented in ipfix_encoder.hh");
 
 int template_index(uint16_t id) {
@@ -95,8 +94,10 @@ uint64_t field_value(const FlowRecord &r, const FieldSpec &f) {
     case kVlanId: return r.key.vlan & 0x0fff;
     case kPacketDeltaCount: return c.packets;
     case kOctetDeltaCount: return c.octets;
-    case kFlowStartMilliseconds: return ms(c.first_ns);
-    case kFlowEndMilliseconds: return std::max(ms(c.first_ns), ms(c.last_ns));  // start <= end
+    // The whole flow's times: for a biflow, from its first packet in either
+    // direction to its last (there are no reverse times, see the header).
+    case kFlowStartMilliseconds: return ms(r.first_ns());
+    case kFlowEndMilliseconds: return std::max(ms(r.first_ns()), ms(r.last_ns()));  // start <= end
     case kTcpControlBits: return c.tcp_flags;
     case kMinimumIpTotalLength: return c.min_len;
     case kMaximumIpTotalLength: return c.max_len;

@@ -8,7 +8,7 @@
 // RFC 5103):
 //
 //   256 IPv4 uniflow (53 octets per record)    257 IPv6 uniflow (77)
-//   258 IPv4 biflow  (90)                      259 IPv6 biflow  (114)
+//   258 IPv4 biflow  (74)                      259 IPv6 biflow  (98)
 //
 //   sourceIPv4Address 8 (4) | sourceIPv6Address 27 (16)
 //   destinationIPv4Address 12 (4) | destinationIPv6Address 28 (16)
@@ -21,15 +21,18 @@
 //   flowEndReason 136 (1)
 //   biflow templates add:
 //   R packetDeltaCount 2 (8), R octetDeltaCount 1 (8),
-//   R flowStartMilliseconds 152 (8), R flowEndMilliseconds 153 (8),
 //   R tcpControlBits 6 (1), R minimumIpTotalLength 25 (2), R maximumIpTotalLength 26 (2)
 //
-// The non-reverse fields describe the forward direction (`FlowRecord::fwd`,
+// The non-reverse counters describe the forward direction (`FlowRecord::fwd`,
 // the direction of the first packet), the reverse ones `FlowRecord::rev`
-// (RFC 5103); for a uniflow `fwd` is the whole flow. Times are the
-// packet times truncated to milliseconds, start <= end. A biflow whose
-// reverse direction saw nothing still goes with a biflow template: reverse
-// counters, flags, lengths and times all zero.
+// (RFC 5103); for a uniflow `fwd` is the whole flow. flowStart/EndMilliseconds
+// are the whole flow's (a biflow's first packet in either direction to its
+// last), packet times truncated to milliseconds, start <= end. There are no
+// reverse times: nfdump's nfcapd reads a reverse flowStartMilliseconds as the
+// record's own and would report the reverse direction's times for the biflow
+// (the per-direction times are in FlowLog). A biflow whose reverse direction
+// saw nothing still goes with a biflow template: reverse counters, flags and
+// lengths all zero.
 //
 // Sets are not padded (RFC 7011 §3.3.1 makes padding optional). No message
 // exceeds `max_message`; a batch is grouped by template, records of one

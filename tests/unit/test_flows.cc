@@ -208,3 +208,203 @@ TEST_CASE("flows: idle timeouts split flows; packets are conserved; evictions ar
   CHECK(reasons["idle timeout"] > 0);
   CHECK(r.out.find("every packet accounted for") != std::string::npos);
 }
+
+namespace {
+
+// A collector started for one test, on loopback, stopped (and waited for)
+// at the end.
+struct Collector {
+  pid_t pid = -1;
+  Collector(const std::vector<std::string> &argv) {
+    pid = fork();
+    if (pid == 0) {
+      std::vector<char *> a;
+      for (const std::string &s : argv) a.push_back(const_cast<char *>(s.c_str()));
+      a.push_back(nullptr);
+      freopen("/dev/null", "w", stdout);
+      freopen("/dev/null", "w", stderr);
+      execvp(a[0], a.data());
+      _exit(127);
+    }
+    usleep(1000 * 1000);  // listening well before this
+  }
+  void stop() {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 50; ++i) {
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return;
+      }
+      usleep(100 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Collector() { stop(); }
+};
+
+int test_port(int offset) { return 20000 + (getpid() * 7 + offset) % 20000; }
+
+std::string canonical_addr(std::string a) {
+  a.erase(std::remove(a.begin(), a.end(), ' '), a.end());
+  unsigned char buf[16];
+  char out[INET6_ADDRSTRLEN];
+  if (inet_pton(AF_INET, a.c_str(), buf) == 1) return inet_ntop(AF_INET, buf, out, sizeof out);
+  if (inet_pton(AF_INET6, a.c_str(), buf) == 1) return inet_ntop(AF_INET6, buf, out, sizeof out);
+  return a;
+}
+
+std::vector<std::string> split(const std::string &s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string c;
+  while (std::getline(ss, c, sep)) {
+    c.erase(0, c.find_first_not_of(' '));
+    c.erase(c.find_last_not_of(' ') + 1);
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string proto_number(const std::string &p) { return p == "TCP" ? "6" : p == "UDP" ? "17" : p; }
+
+// "2023-11-14 22:13:20.014" (UTC) -> ms since the epoch
+uint64_t parse_ms(const std::string &t) {
+  std::tm tm{};
+  int ms = 0;
+  REQUIRE(sscanf(t.c_str(), "%d-%d-%d %d:%d:%d.%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                 &tm.tm_sec, &ms) == 7);
+  tm.tm_year -= 1900, tm.tm_mon -= 1;
+  return uint64_t(timegm(&tm)) * 1000 + uint64_t(ms);
+}
+
+}  // namespace
+
+TEST_CASE("flows: nfdump's nfcapd collects IPFIX biflows and NetFlow v9 equal to what FlowLog wrote", "[flows][collectors]") {
+  if (!have("nfcapd") || !have("nfdump")) {
+    WARN("skipped: nfdump is not installed (apt-get install nfdump)");
+    return;
+  }
+  std::string dir = scratch("nfcapd");
+  int ipfix_port = test_port(1), v9_port = test_port(2);
+  fs::create_directories(dir + "/ipfix");
+  fs::create_directories(dir + "/v9");
+  Collector a({"nfcapd", "-w", dir + "/ipfix", "-p", std::to_string(ipfix_port), "-b", "127.0.0.1"});
+  Collector b({"nfcapd", "-w", dir + "/v9", "-p", std::to_string(v9_port), "-b", "127.0.0.1"});
+  std::string cfg = write_file(dir + "/p.pipe",
+                               std::string(kGen) + ", queues 2)\n -> Timestamp(clock pcap)"
+                               " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction bi)"
+                               " -> GCSlicer(table ft) -> ipfix, v9, log;\n"
+                               "ipfix :: shared IPFIXExporter(127.0.0.1:" + std::to_string(ipfix_port) + ");\n"
+                               "v9 :: shared NetFlowV9Exporter(127.0.0.1:" + std::to_string(v9_port) + ");\n"
+                               "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  usleep(300 * 1000);
+  a.stop();
+  b.stop();
+
+  // FlowLog's lines, per direction, and per biflow record.
+  std::map<std::string, std::string> lines, biflows;
+  std::map<std::string, Line> fwd_of;
+  std::vector<Line> log = read_csv(dir + "/flows.csv");
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Line &l = log[i];
+    lines[l.key()] = std::to_string(l.packets) + " " + std::to_string(l.bytes);
+    // a forward line is followed by its reverse line when there is one
+    bool is_rev = i > 0 && log[i - 1].src == l.dst && log[i - 1].sport == l.dport && log[i - 1].dst == l.src &&
+                  log[i - 1].dport == l.sport && log[i - 1].proto == l.proto && !fwd_of.count(l.key());
+    if (!is_rev) fwd_of[l.key()] = l;
+  }
+  for (size_t i = 0; i < log.size(); ++i) {
+    const Line &l = log[i];
+    if (!fwd_of.count(l.key())) continue;
+    const Line *rev = i + 1 < log.size() && !fwd_of.count(log[i + 1].key()) ? &log[i + 1] : nullptr;
+    uint64_t start = rev ? std::min(l.start_ms, rev->start_ms) : l.start_ms;
+    uint64_t end = rev ? std::max(l.end_ms, rev->end_ms) : l.end_ms;
+    biflows[l.key()] = std::to_string(start) + ".." + std::to_string(end) + " " + std::to_string(l.packets) + " " +
+                       std::to_string(l.bytes) + " " + std::to_string(rev ? rev->packets : 0) + " " +
+                       std::to_string(rev ? rev->bytes : 0);
+  }
+
+  auto nfdump = [&](const std::string &d) {
+    Run n = run_cmd("TZ=UTC nfdump -R " + d + " -q -6 -N -o 'fmt:%ts|%te|%pr|%sa|%sp|%da|%dp|%ipkt|%ibyt|%opkt|%obyt'");
+    REQUIRE(n.status == 0);
+    std::vector<std::vector<std::string>> rows;
+    std::stringstream ss(n.out);
+    std::string row;
+    while (std::getline(ss, row))
+      if (!row.empty()) rows.push_back(split(row, '|'));
+    return rows;
+  };
+  // IPFIX: one biflow per record, the whole flow's times, both directions' counters.
+  std::map<std::string, std::string> got;
+  for (auto &c : nfdump(dir + "/ipfix")) {
+    REQUIRE(c.size() == 11);
+    std::string key = proto_number(c[2]) + " " + canonical_addr(c[3]) + " " + c[4] + " " + canonical_addr(c[5]) + " " + c[6];
+    got[key] = std::to_string(parse_ms(c[0])) + ".." + std::to_string(parse_ms(c[1])) + " " + c[7] + " " + c[8] + " " +
+               c[9] + " " + c[10];
+  }
+  CHECK(got.size() == biflows.size());
+  size_t mismatched = 0;
+  for (auto &[k, v] : biflows) {
+    if (got[k] != v) {
+      if (++mismatched <= 5) WARN("IPFIX " << k << ": nfcapd " << got[k] << ", FlowLog " << v);
+    }
+  }
+  CHECK(mismatched == 0);
+  // NetFlow v9: one record per direction.
+  std::map<std::string, std::string> got9;
+  for (auto &c : nfdump(dir + "/v9")) {
+    std::string key = proto_number(c[2]) + " " + canonical_addr(c[3]) + " " + c[4] + " " + canonical_addr(c[5]) + " " + c[6];
+    got9[key] = c[7] + " " + c[8];
+  }
+  CHECK(got9 == lines);
+}
+
+TEST_CASE("flows: pmacct's nfacctd collects IPFIX uniflows equal to what FlowLog wrote", "[flows][collectors]") {
+  if (!have("nfacctd")) {
+    WARN("skipped: pmacct is not installed (apt-get install pmacct)");
+    return;
+  }
+  std::string dir = scratch("nfacctd");
+  int port = test_port(3);
+  write_file(dir + "/nfacctd.conf", "daemonize: false\nnfacctd_ip: 127.0.0.1\nnfacctd_port: " + std::to_string(port) +
+                                        "\nplugins: print\naggregate: src_host, dst_host, src_port, dst_port, proto\n"
+                                        "print_output: csv\nprint_output_file: " + dir + "/out.csv\nprint_refresh_time: 1\n");
+  Collector c({"nfacctd", "-f", dir + "/nfacctd.conf"});
+  std::string cfg = write_file(dir + "/p.pipe",
+                               std::string(kGen) + ", queues 2)\n -> Timestamp(clock pcap)"
+                               " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction uni)"
+                               " -> GCSlicer(table ft) -> exp, log;\n"
+                               "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(port) + ", domain 9);\n"
+                               "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  // nfacctd writes its cache every print_refresh_time; wait for all of it
+  std::map<std::string, std::string> want;
+  for (const Line &l : read_csv(dir + "/flows.csv")) want[l.key()] = std::to_string(l.packets) + " " + std::to_string(l.bytes);
+  std::map<std::string, std::string> got;
+  for (int tries = 0; tries < 40 && got.size() < want.size(); ++tries) {
+    usleep(250 * 1000);
+    got.clear();
+    std::ifstream f(dir + "/out.csv");
+    std::string row;
+    std::getline(f, row);  // SRC_IP,DST_IP,SRC_PORT,DST_PORT,PROTOCOL,PACKETS,BYTES
+    while (std::getline(f, row)) {
+      auto col = split(row, ',');
+      if (col.size() != 7) continue;
+      std::string proto = col[4] == "tcp" ? "6" : col[4] == "udp" ? "17" : col[4];
+      got[proto + " " + canonical_addr(col[0]) + " " + col[2] + " " + canonical_addr(col[1]) + " " + col[3]] =
+          col[5] + " " + col[6];
+    }
+  }
+  c.stop();
+  CHECK(got.size() == want.size());
+  CHECK(got == want);
+}

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/run_context.hh"
 
 using namespace sluice;
 
@@ -61,6 +62,7 @@ class FlowLogRuntime final : public RuntimeElement {
   }
 
   void prepare() override {
+    ctx_.claim_output_file(path_, name());
     file_ = path_ == "-" ? stdout : fopen(path_.c_str(), "w");
     if (!file_) throw std::runtime_error("'" + name() + "': cannot write '" + path_ + "': " + strerror(errno));
     if (file_ != stdout) setvbuf(file_, nullptr, _IOFBF, 1 << 20);

@@ -65,6 +65,7 @@ class PcapSinkRuntime final : public RuntimeElement {
         throw std::runtime_error("'" + name() + "': lanes with different link types cannot share one pcap file");
       link = lt, first = false;
     }
+    ctx_.claim_output_file(file_, name());
     dead_ = pcap_open_dead_with_tstamp_precision(pcap_dlt_for(link), int(snaplen_), PCAP_TSTAMP_PRECISION_NANO);
     dumper_ = dead_ ? pcap_dump_open(dead_, file_.c_str()) : nullptr;
     if (!dumper_)

@@ -43,6 +43,12 @@ struct RunContext {
         return instances[i];
     return nullptr;
   }
+  // Files elements write, so that two never write the same one (a sink
+  // replicated per lane without $queue in its name). Throws with a message
+  // naming both.
+  void claim_output_file(const std::string &path, const std::string &element);
+  std::vector<std::pair<std::string, std::string>> output_files;  // path, element
+
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;
   SourceElement *lane_source(int lane) const { return lane >= 0 ? lane_sources[lane] : nullptr; }

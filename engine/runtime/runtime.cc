@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <regex>
@@ -66,6 +67,17 @@ rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
                              " (give DPDK more memory in the host profile, or use smaller rings)");
   pools.emplace_back(element, p);
   return p;
+}
+
+void RunContext::claim_output_file(const std::string &path, const std::string &element) {
+  if (path == "-" || path == "/dev/null") return;
+  std::error_code ec;
+  std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
+  for (const auto &[p, e] : output_files)
+    if (p == canonical)
+      throw std::runtime_error("'" + element + "' and '" + e + "' would both write '" + path +
+                               "': give each lane its own file with $queue in the name, or declare the element shared");
+  output_files.emplace_back(canonical, element);
 }
 
 Runtime::Runtime(const LaneGraph &lg, RunOptions options) : ctx_(lg, std::move(options)) {}

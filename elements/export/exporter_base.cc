@@ -45,12 +45,18 @@ void ExporterBase::tick(uint64_t) {
     for (auto &m : msgs) link_->send(std::move(m), 0);
     next_refresh_ = now + refresh_ns_;
   }
+  settle();
+}
+
+// Records the link wrote count as exported, those it lost as lost.
+void ExporterBase::settle() {
+  counters.records_absorbed.add(link_->take_sent_records());
   if (uint64_t l = link_->take_lost_records()) counters.drops[lost_].add(l);
 }
 
 void ExporterBase::push_flows(int, FlowBatch &batch) {
   tick(0);
-  if (!link_->connected()) {  // TCP collector away: the records are lost, counted, nothing waits
+  if (!link_->accepting()) {  // TCP collector away: the records are lost, counted, nothing waits
     counters.drops[unreachable_].add(batch.count);
     batch.count = 0;
     return;
@@ -60,15 +66,15 @@ void ExporterBase::push_flows(int, FlowBatch &batch) {
   std::vector<uint64_t> records(msgs.size());
   for (size_t i = 0; i < msgs.size(); ++i) records[i] = records_in(msgs, i);
   for (size_t i = 0; i < msgs.size(); ++i) {
-    if (link_->send(std::move(msgs[i]), records[i])) counters.records_absorbed.add(records[i]);
-    else counters.drops[unreachable_].add(records[i]);
+    if (!link_->send(std::move(msgs[i]), records[i])) counters.drops[unreachable_].add(records[i]);
   }
+  settle();
   batch.count = 0;
 }
 
 void ExporterBase::flush() {
   link_->drain(2'000'000'000ull);
-  if (uint64_t l = link_->take_lost_records()) counters.drops[lost_].add(l);
+  settle();
 }
 
 void ExporterBase::report(std::vector<std::string> &lines) const {

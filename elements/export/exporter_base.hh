@@ -40,6 +40,9 @@ class ExporterBase : public RuntimeElement {
   std::unique_ptr<CollectorLink> link_;
 
  private:
+  void settle();
+
+ private:
   uint64_t refresh_ns_ = 0, next_refresh_ = 0;
   int unreachable_ = -1, lost_ = -1;
 };

@@ -69,7 +69,9 @@ void CollectorLink::open_socket() {
     connected_ = fresh_ = true;
     ++connects_;
     backoff_ns_ = 0;
-  } else if (errno != EINPROGRESS) {
+  } else if (errno == EINPROGRESS) {
+    fresh_ = true;  // messages queue from now on: templates first
+  } else {
     close_socket(false);
   }
 }
@@ -96,6 +98,12 @@ bool CollectorLink::take_new_connection() {
   return f;
 }
 
+uint64_t CollectorLink::take_sent_records() {
+  uint64_t n = sent_records_;
+  sent_records_ = 0;
+  return n;
+}
+
 uint64_t CollectorLink::take_lost_records() {
   uint64_t l = lost_records_;
   lost_records_ = 0;
@@ -119,7 +127,7 @@ void CollectorLink::poll(uint64_t now_ns) {
       close_socket(false);
       return;
     }
-    connected_ = fresh_ = true;
+    connected_ = true;
     ++connects_;
     backoff_ns_ = 0;
   }
@@ -142,6 +150,7 @@ void CollectorLink::write_queue() {
       queued_bytes_ -= q.data.size();
       front_sent_ = 0;
       ++messages_;
+      sent_records_ += q.records;
       queue_.pop_front();
     }
   }
@@ -157,9 +166,11 @@ bool CollectorLink::send(std::vector<uint8_t> msg, uint64_t records) {
     }
     ++messages_;
     bytes_ += msg.size();
+    sent_records_ += records;
     return true;
   }
-  if (!connected() || queued_bytes_ + msg.size() > kMaxQueuedBytes) return false;
+  // Queued while the connection is being made, sent once it is up.
+  if (!accepting() || queued_bytes_ + msg.size() > kMaxQueuedBytes) return false;
   queued_bytes_ += msg.size();
   queue_.push_back({std::move(msg), records});
   write_queue();
@@ -169,7 +180,7 @@ bool CollectorLink::send(std::vector<uint8_t> msg, uint64_t records) {
 void CollectorLink::drain(uint64_t timeout_ns) {
   if (transport_ == Transport::Udp) return;
   uint64_t end = mono_ns() + timeout_ns;
-  while (!queue_.empty() && mono_ns() < end) {
+  while ((!queue_.empty() || (fd_ >= 0 && !connected_)) && mono_ns() < end) {
     poll(mono_ns());
     if (fd_ < 0) break;  // the connection is gone: what was queued is lost
     pollfd p{fd_, POLLOUT, 10};

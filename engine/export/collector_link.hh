@@ -31,12 +31,17 @@ class CollectorLink {
   // Drives the connection: connects or reconnects when due, writes queued
   // TCP data. Call it often (each loop pass of the exporter's segment).
   void poll(uint64_t now_ns);
-  // True once after each new TCP connection (and once at the start for UDP).
+  // True once for each new socket: a TCP connection started (its messages
+  // queue until it is up), or the UDP socket at the start.
   bool take_new_connection();
   bool connected() const { return fd_ >= 0 && connected_; }
+  // Takes messages: connected, or (TCP) a connection under way.
+  bool accepting() const { return fd_ >= 0; }
   // Records in messages accepted by send() but lost later (a TCP connection
   // that dropped with data queued).
   uint64_t take_lost_records();
+  // Records in messages written to the socket since the last call.
+  uint64_t take_sent_records();
   // TCP: waits up to timeout for queued data to go out (end of run).
   void drain(uint64_t timeout_ns);
 
@@ -66,7 +71,7 @@ class CollectorLink {
   };
   std::deque<Queued> queue_;
   size_t queued_bytes_ = 0, front_sent_ = 0;
-  uint64_t lost_records_ = 0;
+  uint64_t lost_records_ = 0, sent_records_ = 0;
   uint64_t messages_ = 0, bytes_ = 0, errors_ = 0, connects_ = 0;
 };
 

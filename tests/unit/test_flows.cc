@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/export/ipfix_encoder.hh"
 #include "engine/traffic/traffic_model.hh"
 
 using namespace sluice;
@@ -476,4 +478,109 @@ TEST_CASE("flows: on a real trace, per 5-tuple packet totals agree with tshark's
   CHECK(agreement >= 0.985);
   CHECK(ours_total <= theirs_total);
   CHECK(double(theirs_total - ours_total) <= 0.005 * double(theirs_total));
+}
+
+namespace {
+// A minimal IPFIX-over-TCP collector for the test: accepts connections one
+// after the other and counts the data records of the messages it reads
+// (set id >= 256, records of the template's length).
+struct TcpCollector {
+  int listen_fd = -1, port = 0;
+  std::atomic<uint64_t> records{0}, messages{0}, connections{0};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  TcpCollector() {
+    listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listen_fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+    socklen_t len = sizeof a;
+    getsockname(listen_fd, reinterpret_cast<sockaddr *>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  void start() {
+    REQUIRE(listen(listen_fd, 4) == 0);
+    thread = std::thread([this] { serve(); });
+  }
+  void serve() {
+    while (!stop) {
+      timeval tv{0, 100000};
+      setsockopt(listen_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      int fd = accept(listen_fd, nullptr, nullptr);
+      if (fd < 0) continue;
+      ++connections;
+      std::vector<uint8_t> buf;
+      uint8_t chunk[65536];
+      for (;;) {
+        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0) break;
+        buf.insert(buf.end(), chunk, chunk + n);
+        while (buf.size() >= 16) {
+          size_t mlen = size_t(buf[2]) << 8 | buf[3];
+          if (buf.size() < mlen) break;
+          for (size_t off = 16; off + 4 <= mlen;) {
+            uint16_t id = uint16_t(buf[off] << 8 | buf[off + 1]), slen = uint16_t(buf[off + 2] << 8 | buf[off + 3]);
+            if (slen < 4) break;
+            if (id >= 256) records += (slen - 4) / ipfix::record_length(id);
+            off += slen;
+          }
+          ++messages;
+          buf.erase(buf.begin(), buf.begin() + long(mlen));
+        }
+      }
+      close(fd);
+    }
+  }
+  ~TcpCollector() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+    close(listen_fd);
+  }
+};
+}  // namespace
+
+TEST_CASE("flows: IPFIX over TCP: every record to a listening collector; none, counted lost, to an absent one", "[flows][tcp]") {
+  std::string dir = scratch("tcp");
+  TcpCollector collector;  // bound, not yet listening: connections are refused
+  auto config = [&](const std::string &name) {
+    return write_file(dir + "/" + name, std::string(kGen) + ", queues 2)\n -> Timestamp(clock pcap)"
+                                        " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction bi)"
+                                        " -> GCSlicer(table ft) -> exp, log;\n"
+                                        "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(collector.port) +
+                                        ", transport tcp);\nlog :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
+  };
+  // Absent: the run ends normally, the records are counted as lost.
+  Run r = run_sluice("run -q " + config("absent.pipe") + " --stats-json " + dir + "/absent.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  size_t records = read_csv(dir + "/flows.csv").size();  // lines; biflows are fewer records
+  std::string json = read_file(dir + "/absent.json");
+  std::smatch m;
+  auto field = [&](const std::string &name) -> uint64_t {
+    std::smatch f;
+    std::regex re("\"name\": \"exp\"[^\n]*\"" + name + "\": ([0-9]+)");
+    return std::regex_search(json, f, re) ? std::stoull(f[1]) : 0;
+  };
+  uint64_t in = field("records_in"), exported = field("records_absorbed");
+  // refused outright, or queued while connecting and lost when it failed
+  uint64_t lost = field("collector unreachable") + field("connection lost");
+  CHECK(in > 0);
+  CHECK(in <= records);
+  CHECK(exported == 0);
+  CHECK(lost == in);
+
+  // Listening: every record arrives.
+  collector.start();
+  r = run_sluice("run -q " + config("present.pipe") + " --stats-json " + dir + "/present.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  for (int i = 0; i < 50 && collector.records < in; ++i) usleep(100 * 1000);
+  CHECK(collector.records == in);
+  CHECK(collector.connections >= 1);
+  json = read_file(dir + "/present.json");
+  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\".*\"records_absorbed\": ([0-9]+)")));
+  CHECK(std::stoull(m[1]) == in);
 }

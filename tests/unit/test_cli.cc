@@ -36,7 +36,7 @@ TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]")
   Run clean = sluice("check configs/flowprobe.pipe");
   INFO(clean.out);
   CHECK(clean.status == 0);
-  CHECK(clean.out.find("configs/flowprobe.pipe: ok (7 elements, 2 lanes, 5 segments)") != std::string::npos);
+  CHECK(clean.out.find("configs/flowprobe.pipe: ok (8 elements, 2 lanes, 6 segments)") != std::string::npos);
 
   Run bad = sluice("check tests/dsl/invalid/arguments.pipe");
   CHECK(bad.status == 1);
@@ -62,7 +62,7 @@ TEST_CASE("sluice check --define", "[cli]") {
   Run r = sluice("check configs/flowprobe.pipe --define QUEUES=4 -D COLLECTOR=[::1]:4739");
   INFO(r.out);
   CHECK(r.status == 0);
-  CHECK(r.out.find("4 lanes, 9 segments") != std::string::npos);
+  CHECK(r.out.find("4 lanes, 10 segments") != std::string::npos);
   Run bad = sluice("check configs/flowprobe.pipe --define QUEUES=0");
   CHECK(bad.status == 1);
   CHECK(bad.out.find("<command line>") != std::string::npos);

@@ -124,8 +124,20 @@ bool Runtime::setup(std::string *error) {
     EalRequest eal;
     eal.args = ctx_.options.eal_args;
     double bytes = 0;
-    for (const Lane &l : lg.lanes) bytes += double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + 9216);
-    eal.memory_mb = unsigned(bytes / (1 << 20)) + 128;
+    for (const Lane &l : lg.lanes) {
+      // Buffers hold 2 KiB frames, or TrafficGen's largest size.
+      double room = RTE_MBUF_DEFAULT_DATAROOM;
+      for (const Node &n : lg.nodes)
+        if (n.lane == l.id && g.elements[n.element].spec->is_source())
+          if (const ResolvedArg *sz = n.arg("sizes")) {
+            for (const Value &v : sz->value.is_list ? sz->value.items : std::vector<Value>{sz->value})
+              if (!v.is_symbol) room = std::max(room, double(v.integer));
+          }
+      bytes += double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
+    }
+    // mempool object headers and page alignment (objects do not straddle
+    // 4 KiB pages without hugepages), rings, EAL's own needs
+    eal.memory_mb = unsigned(bytes * 2 / (1 << 20)) + 128;
     for (const Node &n : lg.nodes) {
       if (g.elements[n.element].spec->name != "RSSSource") continue;
       const ResolvedArg *dev = n.arg("device");

@@ -11,7 +11,7 @@
 # 2. A pcap file processed by sluice (2 lanes, the default probe), by
 #    softflowd -r and by nfdump's nfpcapd -r, side by side on the same file in
 #    the same run (Debian packages softflowd and nfdump).
-# Figures are medians of 3 runs. These machines are shared and noisy: compare
+# SKIP_MEMORY=1 runs part 2 only. Figures are medians of 3 runs. These machines are shared and noisy: compare
 # the figures of one run with each other, not across runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +26,7 @@ field() { grep -o "\"$2\": [0-9.e-]*" "$1" | head -1 | awk '{print $2}'; }
 num() { case $1 in *K) echo $((${1%K} * 1024));; *M) echo $((${1%M} * 1048576));; *) echo "$1";; esac; }
 secs() { local s e; s=$(date +%s.%N); "$@" > /dev/null 2>&1 || true; e=$(date +%s.%N); echo "$e - $s" | bc -l; }
 
+if [ -z "${SKIP_MEMORY:-}" ]; then
 echo "== default probe, 1 lane, TrafficGen in memory (64-byte frames)"
 printf '  %-9s %-12s %-10s %-8s %-10s %s\n' flows new/s packets Mpps "B/flow" "records"
 for f in "${COUNTS[@]}"; do
@@ -53,27 +54,42 @@ PIPE
     "$(echo "$mib * 1048576 / $cap" | bc)" "$recs"
 done
 
+fi
+
 echo "== a pcap file through three flow meters"
 cat > "$TMP/make.pipe" <<PIPE
-TrafficGen(flows 100K, new_flows_per_s 100K, sizes imix, duration 20s, seed 2) -> PcapSink("$TMP/trace.pcap");
+TrafficGen(flows 100K, new_flows_per_s 20K, sizes imix, duration 5s, seed 2) -> PcapSink("$TMP/trace.pcap");
 PIPE
 "$SLUICE" run -q "$TMP/make.pipe" > /dev/null
 pk=$(capinfos -c -M "$TMP/trace.pcap" 2>/dev/null | awk '/Number of packets/ {print $NF}')
+# the default probe as shipped (2 lanes, a ring each: 5 threads), and one
+# lane without a ring (2 threads: the lane and the exporter)
 cat > "$TMP/probe.pipe" <<PIPE
 src :: RSSSource(device "pcap:$TMP/trace.pcap", queues 2);
 exp :: shared IPFIXExporter(127.0.0.1:9);
 src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
 PIPE
-s=(); f=(); n=()
+cat > "$TMP/probe1.pipe" <<PIPE
+src :: RSSSource(device "pcap:$TMP/trace.pcap");
+exp :: shared IPFIXExporter(127.0.0.1:9);
+src -> Timestamp(clock pcap) -> Filter("ip or ip6")
+    -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
+PIPE
+s=(); o=(); f=(); n=()
 for i in 1 2 3; do
   s+=("$(secs "$SLUICE" run -q "$TMP/probe.pipe")")
+  o+=("$(secs "$SLUICE" run -q "$TMP/probe1.pipe")")
   f+=("$(secs softflowd -r "$TMP/trace.pcap" -n 127.0.0.1:9 -v 10 -m 1000000 -d)")
   rm -rf "$TMP/nf" && mkdir "$TMP/nf"
   n+=("$(secs nfpcapd -r "$TMP/trace.pcap" -w "$TMP/nf")")
 done
-st=$(printf '%s\n' "${s[@]}" | median); ft=$(printf '%s\n' "${f[@]}" | median); nt=$(printf '%s\n' "${n[@]}" | median)
+ot=$(printf '%s\n' "${o[@]}" | median); st=$(printf '%s\n' "${s[@]}" | median); ft=$(printf '%s\n' "${f[@]}" | median); nt=$(printf '%s\n' "${n[@]}" | median)
 printf '  %s packets; whole process, start-up included\n' "$pk"
-printf '  sluice (2 lanes)  %.3f s  %.2f Mpps\n' "$st" "$(echo "$pk / $st / 1000000" | bc -l)"
-printf '  softflowd         %.3f s  %.2f Mpps   sluice is %.1fx faster\n' "$ft" "$(echo "$pk / $ft / 1000000" | bc -l)" "$(echo "$ft / $st" | bc -l)"
-printf '  nfpcapd           %.3f s  %.2f Mpps   sluice is %.1fx faster\n' "$nt" "$(echo "$pk / $nt / 1000000" | bc -l)" "$(echo "$nt / $st" | bc -l)"
+rate() { echo "$pk / $1 / 1000000" | bc -l; }
+printf '  sluice, 1 lane          %.3f s  %.2f Mpps\n' "$ot" "$(rate "$ot")"
+printf '  sluice, 2 lanes + rings %.3f s  %.2f Mpps\n' "$st" "$(rate "$st")"
+printf '  softflowd               %.3f s  %.2f Mpps\n' "$ft" "$(rate "$ft")"
+printf '  nfpcapd                 %.3f s  %.2f Mpps\n' "$nt" "$(rate "$nt")"
+printf '  time ratios: softflowd / sluice 1 lane %.2f, nfpcapd / sluice 1 lane %.2f, softflowd / sluice 2 lanes %.2f\n' \
+  "$(echo "$ft / $ot" | bc -l)" "$(echo "$nt / $ot" | bc -l)" "$(echo "$ft / $st" | bc -l)"

@@ -620,3 +620,35 @@ TEST_CASE("flows: IPFIX over TCP reconnects after the collector drops the connec
   CHECK(collector.records > 0);
   CHECK(exported > in / 2);                     // most of the run was exported after the reconnect
 }
+
+TEST_CASE("flows: FlowLog jsonl has the same records as csv", "[flows]") {
+  std::string dir = scratch("jsonl");
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kGen) + ")\n -> Timestamp(clock pcap)"
+                                                " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h)"
+                                                " -> GCSlicer(table ft) -> FlowLog(\"" + dir + "/f.csv\"), "
+                                                "FlowLog(\"" + dir + "/f.jsonl\", format jsonl);\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::vector<Line> csv = read_csv(dir + "/f.csv");
+  std::ifstream f(dir + "/f.jsonl");
+  std::string l;
+  size_t i = 0;
+  std::regex obj("^\\{\"start_ms\": ([0-9]+), \"end_ms\": ([0-9]+), \"proto\": ([0-9]+), \"src\": \"([^\"]+)\", "
+                 "\"sport\": ([0-9]+), \"dst\": \"([^\"]+)\", \"dport\": ([0-9]+), \"packets\": ([0-9]+), "
+                 "\"bytes\": ([0-9]+), \"tcp_flags\": ([0-9]+), \"end_reason\": \"([a-z ]+)\", \"vlan\": ([0-9]+), "
+                 "\"lane\": ([0-9]+)\\}$");
+  while (std::getline(f, l)) {
+    std::smatch m;
+    INFO(l);
+    REQUIRE(std::regex_match(l, m, obj));
+    REQUIRE(i < csv.size());
+    const Line &c = csv[i++];
+    CHECK(m[4].str() == c.src);
+    CHECK(std::stoull(m[8].str()) == c.packets);
+    CHECK(std::stoull(m[9].str()) == c.bytes);
+    CHECK(m[11].str() == c.reason);
+  }
+  CHECK(i == csv.size());
+  CHECK(i > 100);
+}

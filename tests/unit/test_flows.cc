@@ -652,3 +652,55 @@ TEST_CASE("flows: FlowLog jsonl has the same records as csv", "[flows]") {
   CHECK(i == csv.size());
   CHECK(i > 100);
 }
+
+TEST_CASE("flows: IPFIX over UDP resends templates every template_refresh", "[flows]") {
+  std::string dir = scratch("refresh");
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  int rcvbuf = 8 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> template_sets{0}, records{0};
+  std::thread rx([&] {
+    timeval tv{0, 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint8_t buf[65536];
+    while (!stop) {
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n < 16) continue;
+      for (size_t off = 16; off + 4 <= size_t(n);) {
+        uint16_t id = uint16_t(buf[off] << 8 | buf[off + 1]), slen = uint16_t(buf[off + 2] << 8 | buf[off + 3]);
+        if (slen < 4) break;
+        if (id == 2) ++template_sets;
+        if (id >= 256) records += (slen - 4) / ipfix::record_length(id);
+        off += slen;
+      }
+    }
+  });
+  // Paced for about 4 s, records leaving all along, templates every second.
+  std::string cfg = write_file(dir + "/p.pipe",
+                               "TrafficGen(flows 300, new_flows_per_s 300, duration 3s, seed 5, rate 3Kpps)"
+                               " -> Timestamp(clock pcap)"
+                               " -> ft :: FlowTable(capacity 64K, idle 50ms, active 1s)"
+                               " -> GCSlicer(table ft, period 20ms, slices 4) -> exp;\n"
+                               "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(ntohs(a.sin_port)) +
+                               ", template_refresh 1s);\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  usleep(300 * 1000);
+  stop = true;
+  rx.join();
+  close(fd);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::smatch m;
+  std::string json = read_file(dir + "/stats.json");
+  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\"[^\\n]*\"records_absorbed\": ([0-9]+)")));
+  CHECK(records == std::stoull(m[1]));
+  CHECK(records > 0);
+  CHECK(template_sets >= 3);  // at the start, then about once a second of a ~4 s run
+}

@@ -147,6 +147,7 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
       }
     }
   }
+  peak_active_ = std::max(peak_active_, cache_->active());
   // Metered packets go on if the packets output is connected; else they end here.
   if (!targets(1).empty()) emit(1, pass);
   else absorb_all(pass);
@@ -168,7 +169,8 @@ void FlowTableRuntime::report(std::vector<std::string> &lines) const {
   std::string ends;
   for (int r = 1; r <= 5; ++r)
     if (st.ended[r]) ends += std::string(ends.empty() ? "" : ", ") + flow_end_reason_name(FlowEndReason(r)) + " " + std::to_string(st.ended[r]);
-  lines.push_back("flows: created " + std::to_string(st.created) + ", active " + std::to_string(cache_->active()) +
+  lines.push_back("flows: created " + std::to_string(st.created) + ", at most " + std::to_string(peak_active_) +
+                  " at once, active " + std::to_string(cache_->active()) +
                   " of " + std::to_string(cache_->capacity()) + " (" + std::to_string(cache_->bytes() >> 20) +
                   " MiB), evicted " + std::to_string(st.evicted) + (ends.empty() ? "" : "; ended: " + ends));
 }

@@ -28,7 +28,7 @@ secs() { local s e; s=$(date +%s.%N); "$@" > /dev/null 2>&1 || true; e=$(date +%
 
 if [ -z "${SKIP_MEMORY:-}" ]; then
 echo "== default probe, 1 lane, TrafficGen in memory (64-byte frames)"
-printf '  %-9s %-12s %-10s %-8s %-10s %s\n' flows new/s packets Mpps "B/flow" "records"
+printf '  %-9s %-12s %-10s %-8s %-10s %s\n' "flows cap" new/s packets Mpps "B/flow" "flows"
 for f in "${COUNTS[@]}"; do
   n=$(num "$f")
   # flows last ~15% of the trace at most (see engine/traffic): arrivals high
@@ -48,9 +48,9 @@ PIPE
   t=$(printf '%s\n' "${ts[@]}" | median)
   pk=$(field "$TMP/s.json" received)
   mem=$(grep -o 'active [0-9]* of [0-9]* ([0-9]* MiB)' "$TMP/out.txt" | head -1)
-  recs=$(grep -o 'created [0-9]*' "$TMP/out.txt" | head -1 | awk '{print $2}')
+  recs=$(grep -o 'created [0-9]*, at most [0-9]* at once' "$TMP/out.txt" | head -1)
   mib=$(echo "$mem" | grep -o '([0-9]*' | tr -d '(')
-  printf '  %-9s %-12s %-10s %-8.2f %-10s %s flows created\n' "$f" "$rate" "$pk" "$(echo "$pk / $t / 1000000" | bc -l)" \
+  printf '  %-9s %-12s %-10s %-8.2f %-10s %s\n' "$f" "$rate" "$pk" "$(echo "$pk / $t / 1000000" | bc -l)" \
     "$(echo "$mib * 1048576 / $cap" | bc)" "$recs"
 done
 

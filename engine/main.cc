@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <fstream>
 #include <iostream>
 
@@ -63,11 +64,11 @@ int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGrap
 // Ctrl-C (or SIGTERM) once: sources stop and the run drains; twice: stop
 // waiting for full rings too.
 Runtime *g_running = nullptr;
-volatile sig_atomic_t g_interrupts = 0;
+std::atomic<int> g_interrupts{0};  // lock-free: safe in a signal handler
 void on_interrupt(int) {
-  ++g_interrupts;
+  int n = ++g_interrupts;
   if (!g_running) return;  // still setting up: the run stops as soon as it starts
-  if (g_interrupts == 1) g_running->request_stop();
+  if (n == 1) g_running->request_stop();
   else g_running->request_abort();
 }
 

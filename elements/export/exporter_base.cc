@@ -4,14 +4,11 @@
 
 #include <stdexcept>
 
+#include "engine/runtime/clock.hh"
+
 namespace sluice::elements {
 
 namespace {
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 uint32_t export_time() { return uint32_t(time(nullptr)); }
 }  // namespace
 
@@ -33,7 +30,7 @@ void ExporterBase::prepare() {
   }
 }
 
-void ExporterBase::tick(uint64_t) {
+void ExporterBase::tick() {
   uint64_t now = mono_ns();
   link_->poll(now);
   if (link_->take_new_connection()) {
@@ -55,7 +52,7 @@ void ExporterBase::settle() {
 }
 
 void ExporterBase::push_flows(int, FlowBatch &batch) {
-  tick(0);
+  tick();
   if (!link_->accepting()) {  // TCP collector away: the records are lost, counted, nothing waits
     counters.drops[unreachable_].add(batch.count);
     batch.count = 0;

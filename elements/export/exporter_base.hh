@@ -18,7 +18,7 @@ class ExporterBase : public RuntimeElement {
 
   bool wants_tick() const override { return true; }
   void prepare() override;  // resolves the collector, then make_encoder()
-  void tick(uint64_t) override;
+  void tick() override;
   void flush() override;
   void report(std::vector<std::string> &lines) const override;
 

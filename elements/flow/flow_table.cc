@@ -1,9 +1,8 @@
 #include "elements/flow/flow_table.hh"
 
-#include <time.h>
-
 #include <stdexcept>
 
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/run_context.hh"
 
 #include "elements/units.hh"
@@ -79,14 +78,6 @@ const ElementSpec &flow_table_spec() {
 }
 
 SLUICE_ELEMENT(flow_table_spec);
-
-namespace {
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-}  // namespace
 
 FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
   FlowCacheConfig cfg;

@@ -1,11 +1,11 @@
 #include "elements/flow/gc_slicer.hh"
 
 #include <rte_cycles.h>
-#include <time.h>
 
 #include <stdexcept>
 
 #include "elements/flow/flow_table.hh"
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/run_context.hh"
 
 #include "elements/units.hh"
@@ -54,12 +54,6 @@ SLUICE_ELEMENT(gc_slicer_spec);
 
 namespace {
 
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 // Slice durations in power-of-two buckets of nanoseconds, for the summary.
 struct SliceHistogram {
   static constexpr int kBuckets = 40;
@@ -107,7 +101,7 @@ class GCSlicerRuntime final : public RuntimeElement {
 
   // Packet time drives the slices. On a live lane with no packet for a
   // while, wall time stands in for it, so flows still expire.
-  void tick(uint64_t) override {
+  void tick() override {
     uint64_t now = table_->now_ns();
     if (now == 0) return;  // no packet yet
     if (table_->live()) {

@@ -31,23 +31,28 @@ class TeeRuntime final : public RuntimeElement {
  public:
   using RuntimeElement::RuntimeElement;
 
+  void prepare() override {  // the connected outputs, once wiring is done
+    for (size_t p = 0; p < output_count(); ++p)
+      if (!targets(int(p)).empty()) ports_.push_back(int(p));
+  }
+
  protected:
   void push(int, PacketBatch &batch) override {
-    std::vector<int> ports;
-    for (size_t p = 0; p < output_count(); ++p)
-      if (!targets(int(p)).empty()) ports.push_back(int(p));
-    if (ports.size() > 1) {
-      for (int i = 0; i < batch.count; ++i) rte_mbuf_refcnt_update(batch.pkts[i], int16_t(ports.size() - 1));
-      counters.copies.add(uint64_t(batch.count) * (ports.size() - 1));
+    if (ports_.size() > 1) {
+      for (int i = 0; i < batch.count; ++i) rte_mbuf_refcnt_update(batch.pkts[i], int16_t(ports_.size() - 1));
+      counters.copies.add(uint64_t(batch.count) * (ports_.size() - 1));
     }
-    for (size_t k = 0; k + 1 < ports.size(); ++k) {
+    for (size_t k = 0; k + 1 < ports_.size(); ++k) {
       PacketBatch copy;  // receivers may reorder their batch
       copy.count = batch.count;
       std::copy(batch.pkts, batch.pkts + batch.count, copy.pkts);
-      emit(ports[k], copy);
+      emit(ports_[k], copy);
     }
-    emit(ports.back(), batch);
+    emit(ports_.back(), batch);
   }
+
+ private:
+  std::vector<int> ports_;
 };
 SLUICE_RUNTIME("Tee", TeeRuntime);
 

@@ -1,11 +1,11 @@
 #include "elements/packet/timestamp.hh"
 
-#include "engine/runtime/element_runtime.hh"
 #include <rte_cycles.h>
-#include <time.h>
 
 #include <stdexcept>
 
+#include "engine/runtime/clock.hh"
+#include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
 
 using namespace sluice;
@@ -56,9 +56,7 @@ class TimestampRuntime final : public RuntimeElement {
     if (mode_ == Mode::Hw && src && !src->has_hw_timestamps() && !src->has_capture_time())
       throw std::runtime_error("'" + name() + "': clock hw: the device of '" + src->name() +
                                "' gives no receive timestamps; use clock tsc");
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    wall0_ = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+    wall0_ = wall_ns();
     tsc0_ = rte_rdtsc();
     ns_per_tsc_ = 1e9 / double(rte_get_tsc_hz());
     last_ = wall0_;

@@ -125,22 +125,22 @@ struct DeviceReader {
       EthDevice::RxInfo info[kMaxBurst];
       bool at_end = false;
       uint16_t n = dev->receive(0, pkts, info, uint16_t(burst), &at_end);
+      // Deal the burst out, keeping each lane's packets in arrival order; no
+      // allocation on this path.
+      uint16_t lane_of[kMaxBurst];
+      for (uint16_t i = 0; i < n; ++i) {
+        annotate(*dev, pkts[i], info[i], hash);
+        lane_of[i] = uint16_t(lane_for(anno(pkts[i]).hash, lanes));
+      }
       rte_mbuf *per_lane[kMaxBurst];
-      if (n) {
-        std::vector<unsigned> counts(lanes, 0);
-        std::vector<std::vector<rte_mbuf *>> dealt(lanes);
-        for (uint16_t i = 0; i < n; ++i) {
-          annotate(*dev, pkts[i], info[i], hash);
-          dealt[lane_for(anno(pkts[i]).hash, lanes)].push_back(pkts[i]);
-        }
-        for (unsigned l = 0; l < lanes; ++l) {
-          if (dealt[l].empty()) continue;
-          std::copy(dealt[l].begin(), dealt[l].end(), per_lane);
-          unsigned k = rte_ring_sp_enqueue_burst(lane_rings[l], reinterpret_cast<void *const *>(per_lane),
-                                                 unsigned(dealt[l].size()), nullptr);
-          for (unsigned i = k; i < dealt[l].size(); ++i) rte_pktmbuf_free(per_lane[i]);
-          if (k < dealt[l].size()) lane_full[l]->add(dealt[l].size() - k);
-        }
+      for (unsigned l = 0; l < lanes && n; ++l) {
+        unsigned m = 0;
+        for (uint16_t i = 0; i < n; ++i)
+          if (lane_of[i] == l) per_lane[m++] = pkts[i];
+        if (m == 0) continue;
+        unsigned k = rte_ring_sp_enqueue_burst(lane_rings[l], reinterpret_cast<void *const *>(per_lane), m, nullptr);
+        for (unsigned i = k; i < m; ++i) rte_pktmbuf_free(per_lane[i]);
+        if (k < m) lane_full[l]->add(m - k);
       }
       if (at_end) end.store(true, std::memory_order_release);
     }

@@ -1,13 +1,12 @@
 #include "elements/source/traffic_gen.hh"
 
-#include <time.h>
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 
 #include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/traffic/traffic_model.hh"
@@ -86,12 +85,6 @@ const ElementSpec &traffic_gen_spec() {
 SLUICE_ELEMENT(traffic_gen_spec);
 
 namespace {
-
-uint64_t wall_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // The traffic is generated once (engine/traffic) for all lanes of the
 // element, each lane then replays its own share into mbufs: copy the frame,

@@ -6,11 +6,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <stdexcept>
+
+#include "engine/runtime/clock.hh"
 
 namespace sluice {
 
@@ -19,11 +20,6 @@ constexpr uint64_t kMinBackoffNs = 100'000'000ull;    // 100 ms
 constexpr uint64_t kMaxBackoffNs = 5'000'000'000ull;  // 5 s
 constexpr size_t kMaxQueuedBytes = 8u << 20;          // TCP send queue beyond the kernel's
 
-uint64_t mono_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 }  // namespace
 
 CollectorLink::CollectorLink(const std::string &host, uint16_t port, Transport transport)

@@ -50,7 +50,6 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
     if (++spins < 64) rte_pause();
     else sched_yield();
   }
-  sent_.add(done);
   return done;
 }
 

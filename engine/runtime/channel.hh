@@ -52,7 +52,6 @@ class Channel {
   unsigned occupancy() const { return rte_ring_count(ring_); }
   uint64_t max_occupancy() const { return max_occupancy_.get(); }
   uint64_t waits() const { return waits_.get(); }
-  uint64_t sent() const { return sent_.get(); }
 
  private:
   // Enqueues n items of esize bytes at items; on_drop(i) for each lost one.
@@ -68,7 +67,7 @@ class Channel {
   int full_reason_ = -1;
   bool wait_ = false;
   std::atomic<bool> closed_{false};
-  Counter max_occupancy_, waits_, sent_;
+  Counter max_occupancy_, waits_;
 };
 
 }  // namespace sluice

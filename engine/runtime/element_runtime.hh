@@ -58,10 +58,11 @@ class RuntimeElement {
     push_flows(port, batch);
   }
 
-  // Called once per loop pass of its segment with the lane's packet time,
-  // also when no packet came (live lanes advance time while idle).
+  // Called once per loop pass of its segment, also when no packet came:
+  // timers (GCSlicer's slices, an exporter's template refresh and
+  // reconnects) run even on an idle lane.
   virtual bool wants_tick() const { return false; }
-  virtual void tick(uint64_t now_ns) {}
+  virtual void tick() {}
   // End of input: emit or write whatever the element still holds. Runs once,
   // on the segment's thread, after the last batch, in topological order.
   virtual void flush() {}

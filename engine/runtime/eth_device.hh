@@ -43,7 +43,6 @@ class EthDevice {
   // the runtime must spread them in software.
   unsigned hw_queues() const { return hw_queues_; }
   bool finite() const { return spec_.kind == DeviceSpec::Kind::Pcap; }
-  bool live() const { return !finite(); }
   LinkType link_type() const { return link_; }
   bool has_timestamps() const { return ts_offset_ >= 0; }
   bool hw_rss() const { return hw_rss_; }

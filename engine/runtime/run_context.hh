@@ -52,8 +52,6 @@ struct RunContext {
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;
   SourceElement *lane_source(int lane) const { return lane >= 0 ? lane_sources[lane] : nullptr; }
-  // Wall-clock time the data plane started (CLOCK_REALTIME ns), for paced sources.
-  uint64_t start_wall_ns = 0;
 
   // Memory for packets: one pool per source element, shared by its lanes,
   // sized for what the lanes can hold at once (rings, descriptors, bursts).

@@ -3,7 +3,6 @@
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,12 +27,6 @@ namespace {
 constexpr unsigned kLaneMbufSlack = 8192;
 // The merge of a lane into a shared element.
 constexpr unsigned kMergeCapacity = 4096;
-
-uint64_t wall_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 bool is_pci_address(const std::string &s) {
   static const std::regex pci("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
@@ -163,7 +156,7 @@ bool Runtime::setup(std::string *error) {
     for (auto &e : elements_) ctx_.instances.push_back(e.get());
     for (const Lane &l : lg.lanes)
       if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
-    for (const Segment &s : lg.segments) segments_.push_back(std::make_unique<SegmentRunner>(s, ctx_));
+    for (const Segment &s : lg.segments) segments_.push_back(std::make_unique<SegmentRunner>(s));
 
     // Edges: within a segment a direct call, between segments a channel.
     for (const Edge &ed : lg.edges) {
@@ -237,7 +230,6 @@ std::string Runtime::status_line(double t, std::vector<uint64_t> &last_pkts, std
 }
 
 void Runtime::run() {
-  ctx_.start_wall_ns = wall_ns();
   auto t0 = std::chrono::steady_clock::now();
   for (auto &s : segments_) s->start(&interpreter_);
   if (on_started_) on_started_();

@@ -37,7 +37,7 @@ bool InterpretedProgram::step(SegmentRunner &seg) {
       ch->target().element->receive_flows(ch->target().port, flows);
     }
   }
-  for (RuntimeElement *e : seg.tickers()) e->tick(seg.lane_time_ns());
+  for (RuntimeElement *e : seg.tickers()) e->tick();
   return work;
 }
 
@@ -91,9 +91,7 @@ void SegmentRunner::run() {
     if (idle < 32) rte_pause();
     else if (idle < 256) sched_yield();
     else usleep(idle < 4096 ? 20 : 200);
-    if ((idle & 63) == 0) cpu_.store(sched_getcpu(), std::memory_order_relaxed);
   }
-  cpu_.store(sched_getcpu(), std::memory_order_relaxed);
   // End of input: elements hand on what they hold, upstream first, then the
   // segments downstream learn that nothing more will come.
   for (RuntimeElement *e : elements_) e->flush();

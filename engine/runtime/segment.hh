@@ -34,7 +34,7 @@ class InterpretedProgram : public SegmentProgram {
 
 class SegmentRunner {
  public:
-  SegmentRunner(const Segment &seg, RunContext &ctx) : seg_(&seg), ctx_(&ctx) {}
+  explicit SegmentRunner(const Segment &seg) : seg_(&seg) {}
   ~SegmentRunner();
 
   const Segment &segment() const { return *seg_; }
@@ -62,24 +62,18 @@ class SegmentRunner {
   const std::vector<Channel *> &inputs() const { return inputs_; }
   const std::vector<RuntimeElement *> &tickers() const { return tickers_; }
   unsigned burst() const { return burst_; }
-  uint64_t lane_time_ns() const { return lane_time_ns_; }
-  void advance_time(uint64_t ns) { if (ns > lane_time_ns_) lane_time_ns_ = ns; }
-  int cpu() const { return cpu_.load(std::memory_order_relaxed); }
 
  private:
   void run();
   bool inputs_done() const;
 
   const Segment *seg_;
-  RunContext *ctx_;
   std::vector<Source> sources_;
   std::vector<Channel *> inputs_, outputs_;
   std::vector<RuntimeElement *> elements_, tickers_;
   unsigned burst_ = 32;
-  uint64_t lane_time_ns_ = 0;
   std::atomic<SegmentProgram *> program_{nullptr};
   std::atomic<bool> done_{false};
-  std::atomic<int> cpu_{-1};
   std::thread thread_;
 };
 

@@ -1,88 +1,67 @@
 // The sluice command line as a user runs it: exit statuses, output formats.
-#include <sys/wait.h>
-
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <string>
 
-struct Run {
-  int status;
-  std::string out;  // stdout and stderr together
-};
+#include "run_fixture.hh"
 
-static Run sluice(const std::string &args) {
-  std::string cmd = std::string("cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " ") + args + " 2>&1";
-  FILE *p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using namespace sluice::test;
 
 // Writes a configuration into the build tree (beside the test plugins); returns its path.
 static std::string write_config(const std::string &name, const std::string &text) {
-  std::string path = std::string(SLUICE_TEST_PLUGIN_DIR) + "/" + name;
-  FILE *f = fopen(path.c_str(), "w");
-  REQUIRE(f);
-  fputs(text.c_str(), f);
-  fclose(f);
-  return path;
+  return write_file(std::string(SLUICE_TEST_PLUGIN_DIR) + "/" + name, text);
 }
 
 TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]") {
-  Run clean = sluice("check configs/flowprobe.pipe");
+  Run clean = run_sluice("check configs/flowprobe.pipe");
   INFO(clean.out);
   CHECK(clean.status == 0);
   CHECK(clean.out.find("configs/flowprobe.pipe: ok (8 elements, 2 lanes, 6 segments)") != std::string::npos);
 
-  Run bad = sluice("check tests/dsl/invalid/arguments.pipe");
+  Run bad = run_sluice("check tests/dsl/invalid/arguments.pipe");
   CHECK(bad.status == 1);
   CHECK(bad.out.find("tests/dsl/invalid/arguments.pipe:3:24: error: unknown argument 'capcity' for FlowTable") != std::string::npos);
   CHECK(bad.out.find("hint: did you mean 'capacity'?") != std::string::npos);
   CHECK(bad.out.find(" errors, ") != std::string::npos);
 
-  CHECK(sluice("check").status == 2);
-  CHECK(sluice("check configs/flowprobe.pipe --bogus").status == 2);
-  CHECK(sluice("frobnicate").status == 2);
-  Run missing = sluice("check no/such.pipe");
+  CHECK(run_sluice("check").status == 2);
+  CHECK(run_sluice("check configs/flowprobe.pipe --bogus").status == 2);
+  CHECK(run_sluice("frobnicate").status == 2);
+  Run missing = run_sluice("check no/such.pipe");
   CHECK(missing.status == 1);
   CHECK(missing.out.find("cannot open 'no/such.pipe'") != std::string::npos);
-  Run dir = sluice("check configs");
+  Run dir = run_sluice("check configs");
   CHECK(dir.status == 1);
   CHECK(dir.out.find("cannot read 'configs': it is a directory") != std::string::npos);
-  Run empty = sluice("check /dev/null");
+  Run empty = run_sluice("check /dev/null");
   CHECK(empty.status == 0);
   CHECK(empty.out.find("warning: the configuration has no source") != std::string::npos);
 }
 
 TEST_CASE("sluice check --define", "[cli]") {
-  Run r = sluice("check configs/flowprobe.pipe --define QUEUES=4 -D COLLECTOR=[::1]:4739");
+  Run r = run_sluice("check configs/flowprobe.pipe --define QUEUES=4 -D COLLECTOR=[::1]:4739");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK(r.out.find("4 lanes, 10 segments") != std::string::npos);
-  Run bad = sluice("check configs/flowprobe.pipe --define QUEUES=0");
+  Run bad = run_sluice("check configs/flowprobe.pipe --define QUEUES=0");
   CHECK(bad.status == 1);
   CHECK(bad.out.find("<command line>") != std::string::npos);
-  CHECK(sluice("check configs/flowprobe.pipe --define QUEUES").status == 2);
+  CHECK(run_sluice("check configs/flowprobe.pipe --define QUEUES").status == 2);
 }
 
 TEST_CASE("sluice --help, --version, COMMAND --help", "[cli]") {
-  Run help = sluice("--help");
+  Run help = run_sluice("--help");
   CHECK(help.status == 0);
   for (const char *cmd : {"check", "plan", "elements"}) CHECK(help.out.find(cmd) != std::string::npos);
-  Run v = sluice("--version");
+  Run v = run_sluice("--version");
   CHECK(v.status == 0);
   CHECK(v.out.rfind("sluice ", 0) == 0);
-  Run ph = sluice("plan --help");
+  Run ph = run_sluice("plan --help");
   CHECK(ph.status == 0);
   CHECK(ph.out.find("--format") != std::string::npos);
 }
 
 TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
-  Run t = sluice("plan configs/flowprobe.pipe");
+  Run t = run_sluice("plan configs/flowprobe.pipe");
   INFO(t.out);
   REQUIRE(t.status == 0);
   CHECK(t.out.find("Meter@1/ft") != std::string::npos);
@@ -91,26 +70,26 @@ TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
   CHECK(t.out.find("feeds segment 1 (through Ring@1#0)") != std::string::npos);
   CHECK(t.out.find("merge into exp") != std::string::npos);
   CHECK(t.out.find("capacity 1M") != std::string::npos);
-  Run d = sluice("plan configs/flowprobe.pipe --format dot");
+  Run d = run_sluice("plan configs/flowprobe.pipe --format dot");
   REQUIRE(d.status == 0);
   CHECK(d.out.rfind("digraph sluice {", 0) == 0);
   CHECK(d.out.find("subgraph cluster_segment_4") != std::string::npos);
   CHECK(d.out.find("style=dashed") != std::string::npos);
-  CHECK(sluice("plan configs/flowprobe.pipe --format svgz").status == 2);
+  CHECK(run_sluice("plan configs/flowprobe.pipe --format svgz").status == 2);
 }
 
 TEST_CASE("sluice elements lists and describes the library", "[cli]") {
-  Run list = sluice("elements");
+  Run list = run_sluice("elements");
   REQUIRE(list.status == 0);
   for (const char *e : {"RSSSource", "TrafficGen", "FlowTable", "GCSlicer", "IPFIXExporter", "NetFlowV9Exporter",
                         "FlowLog", "PcapSink", "Ring", "Filter", "Timestamp", "Counter", "Tee", "Discard", "Sample"})
     CHECK(list.out.find(e) != std::string::npos);
-  Run ft = sluice("elements FlowTable");
+  Run ft = run_sluice("elements FlowTable");
   REQUIRE(ft.status == 0);
   CHECK(ft.out.find("capacity") != std::string::npos);
   CHECK(ft.out.find("flows") != std::string::npos);
   CHECK(ft.out.find("30min") != std::string::npos);
-  Run typo = sluice("elements FlowTabel");
+  Run typo = run_sluice("elements FlowTabel");
   CHECK(typo.status == 2);
   CHECK(typo.out.find("did you mean 'FlowTable'?") != std::string::npos);
 }
@@ -119,22 +98,22 @@ TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][p
   auto write = [](const std::string &name, const std::string &so) {
     return write_config(name, "require \"" + so + "\";\nsrc :: TrafficGen -> PluginCounter(5K) -> Discard;\n");
   };
-  Run good = sluice("check " + write("uses_plugin.pipe", "sample_plugin_good.so"));
+  Run good = run_sluice("check " + write("uses_plugin.pipe", "sample_plugin_good.so"));
   INFO(good.out);
   CHECK(good.status == 0);
-  Run old = sluice("check " + write("uses_old_plugin.pipe", "sample_plugin_old.so"));
+  Run old = run_sluice("check " + write("uses_old_plugin.pipe", "sample_plugin_old.so"));
   INFO(old.out);
   CHECK(old.status == 1);
   CHECK(old.out.find("uses_old_plugin.pipe:1:9: error: plugin '") != std::string::npos);
   CHECK(old.out.find("was built for ABI -1, this sluice has ABI 1") != std::string::npos);
-  Run none = sluice("check " + write("uses_no_plugin.pipe", "libc-is-not-here.so"));
+  Run none = run_sluice("check " + write("uses_no_plugin.pipe", "libc-is-not-here.so"));
   CHECK(none.status == 1);
   CHECK(none.out.find("cannot find required file 'libc-is-not-here.so'") != std::string::npos);
 }
 
 TEST_CASE("warnings alone leave the exit status 0", "[cli]") {
   std::string path = write_config("warns.pipe", "define $UNUSED 1;\nTrafficGen -> Discard;\n");
-  Run r = sluice("check " + path);
+  Run r = run_sluice("check " + path);
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK(r.out.find("warns.pipe:1:1: warning: variable '$UNUSED' is defined but never used") != std::string::npos);
@@ -147,7 +126,7 @@ TEST_CASE("Graphviz reads the plan's dot output", "[cli]") {
     return;
   }
   for (const char *cfg : {"configs/flowprobe.pipe", "examples/two_exporters.pipe", "tests/dsl/valid/ports_and_fanout.pipe"}) {
-    Run r = sluice(std::string("plan ") + cfg + " --format dot | dot -Tsvg");
+    Run r = run_sluice(std::string("plan ") + cfg + " --format dot | dot -Tsvg");
     INFO(cfg << "\n" << r.out.substr(0, 2000));
     CHECK(r.status == 0);
     CHECK(r.out.find("<svg") != std::string::npos);

@@ -25,47 +25,25 @@
 
 #include "engine/export/ipfix_encoder.hh"
 #include "engine/traffic/traffic_model.hh"
+#include "run_fixture.hh"
 
 using namespace sluice;
+using namespace sluice::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out;
-};
+std::string scratch(const std::string &name) { return test::scratch("flows", name); }
+bool have(const char *tool) { return have_tool(tool); }
 
-Run run_cmd(const std::string &cmd) {
-  FILE *p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+// A counter of the element named "exp" from --stats-json: records_in,
+// records_absorbed, or a drop reason.
+uint64_t exporter_stat(const std::string &json, const std::string &field) {
+  std::smatch m;
+  INFO("exp." << field << " in " << json);
+  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\"[^\n]*\"" + field + "\": ([0-9]+)")));
+  return std::stoull(m[1]);
 }
-Run run_sluice(const std::string &args) {
-  return run_cmd(std::string("cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " ") + args);
-}
-std::string scratch(const std::string &name) {
-  fs::path d = fs::path(SLUICE_TEST_PLUGIN_DIR) / "flows" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-std::string write_file(const std::string &path, const std::string &text) {
-  std::ofstream(path) << text;
-  return path;
-}
-std::string read_file(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-bool have(const char *tool) { return system((std::string("command -v ") + tool + " > /dev/null 2>&1").c_str()) == 0; }
 
 // One FlowLog CSV line, one direction of a flow.
 struct Line {
@@ -560,12 +538,7 @@ TEST_CASE("flows: IPFIX over TCP: every record to a listening collector; none, c
   REQUIRE(r.status == 0);
   size_t records = read_csv(dir + "/flows.csv").size();  // lines; biflows are fewer records
   std::string json = read_file(dir + "/absent.json");
-  std::smatch m;
-  auto field = [&](const std::string &name) -> uint64_t {
-    std::smatch f;
-    std::regex re("\"name\": \"exp\"[^\n]*\"" + name + "\": ([0-9]+)");
-    return std::regex_search(json, f, re) ? std::stoull(f[1]) : 0;
-  };
+  auto field = [&](const std::string &name) { return exporter_stat(json, name); };
   uint64_t in = field("records_in"), exported = field("records_absorbed");
   // refused outright, or queued while connecting and lost when it failed
   uint64_t lost = field("collector unreachable") + field("connection lost");
@@ -583,8 +556,7 @@ TEST_CASE("flows: IPFIX over TCP: every record to a listening collector; none, c
   CHECK(collector.records == in);
   CHECK(collector.connections >= 1);
   json = read_file(dir + "/present.json");
-  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\".*\"records_absorbed\": ([0-9]+)")));
-  CHECK(std::stoull(m[1]) == in);
+  CHECK(exporter_stat(json, "records_absorbed") == in);
 }
 
 TEST_CASE("flows: IPFIX over TCP reconnects after the collector drops the connection", "[flows][tcp]") {
@@ -604,11 +576,7 @@ TEST_CASE("flows: IPFIX over TCP reconnects after the collector drops the connec
   INFO(r.out);
   REQUIRE(r.status == 0);
   std::string json = read_file(dir + "/stats.json");
-  auto field = [&](const std::string &name) -> uint64_t {
-    std::smatch f;
-    std::regex re("\"name\": \"exp\"[^\\n]*\"" + name + "\": ([0-9]+)");
-    return std::regex_search(json, f, re) ? std::stoull(f[1]) : 0;
-  };
+  auto field = [&](const std::string &name) { return exporter_stat(json, name); };
   uint64_t in = field("records_in"), exported = field("records_absorbed");
   uint64_t lost = field("collector unreachable") + field("connection lost");
   for (int i = 0; i < 50 && collector.records < exported; ++i) usleep(100 * 1000);
@@ -697,10 +665,8 @@ TEST_CASE("flows: IPFIX over UDP resends templates every template_refresh", "[fl
   close(fd);
   INFO(r.out);
   REQUIRE(r.status == 0);
-  std::smatch m;
   std::string json = read_file(dir + "/stats.json");
-  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\"[^\\n]*\"records_absorbed\": ([0-9]+)")));
-  CHECK(records == std::stoull(m[1]));
+  CHECK(records == exporter_stat(json, "records_absorbed"));
   CHECK(records > 0);
   CHECK(template_sets >= 3);  // at the start, then about once a second of a ~4 s run
 }

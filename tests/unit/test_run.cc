@@ -23,48 +23,15 @@
 #include "engine/packet/pcap_filter.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/traffic/traffic_model.hh"
+#include "run_fixture.hh"
 
 using namespace sluice;
+using namespace sluice::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out;  // stdout and stderr together
-};
-
-Run run_sluice(const std::string &args) {
-  std::string cmd = std::string("cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " ") + args + " 2>&1";
-  FILE *p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-
-// A scratch directory per test case, under the build tree.
-std::string scratch(const std::string &name) {
-  fs::path d = fs::path(SLUICE_TEST_PLUGIN_DIR) / "run" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string write_file(const std::string &path, const std::string &text) {
-  std::ofstream(path) << text;
-  return path;
-}
-
-std::string read_file(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+std::string scratch(const std::string &name) { return test::scratch("run", name); }
 
 // A counter of one element from --stats-json: "in", "out", "absorbed", "copies", or a drop reason.
 uint64_t stat(const std::string &json, const std::string &element, const std::string &field) {
@@ -144,24 +111,17 @@ TEST_CASE("run: TrafficGen -> PcapSink writes exactly the generated traffic", "[
     REQUIRE(pkts[i].data == std::vector<uint8_t>(lane.frame(i), lane.frame(i) + lane.packets[i].length));
   }
   // tcpdump, tshark and capinfos read it (when installed).
-  if (system("command -v capinfos > /dev/null 2>&1") == 0) {
-    Run r{0, ""};
-    FILE *p = popen(("capinfos -c -M " + trace + " 2>&1").c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    CHECK(pclose(p) == 0);
+  if (have_tool("capinfos")) {
+    Run r = run_cmd("capinfos -c -M " + trace);
+    CHECK(r.status == 0);
     CHECK(r.out.find("Number of packets:   " + std::to_string(pkts.size())) != std::string::npos);
   } else {
     WARN("capinfos is not installed: the trace was checked with libpcap only");
   }
-  if (system("command -v tcpdump > /dev/null 2>&1") == 0) {
-    std::string out;
-    FILE *p = popen(("tcpdump -n -r " + trace + " 2>/dev/null | wc -l").c_str(), "r");
-    char buf[64];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    CHECK(pclose(p) == 0);
-    CHECK(std::stoull(out) == pkts.size());
+  if (have_tool("tcpdump")) {
+    Run r = run_cmd("tcpdump -n -r " + trace + " 2>/dev/null | wc -l");
+    CHECK(r.status == 0);
+    CHECK(std::stoull(r.out) == pkts.size());
   } else {
     WARN("tcpdump is not installed: not checked with it");
   }

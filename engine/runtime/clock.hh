@@ -1,0 +1,19 @@
+// The two clocks the runtime reads outside the data path's packet time:
+// wall time (UNIX ns: Timestamp(clock tsc)'s base) and monotonic time (pacing,
+// timers, back-off, how long a lane has been idle).
+#pragma once
+#include <time.h>
+
+#include <cstdint>
+
+namespace sluice {
+
+inline uint64_t clock_ns(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+inline uint64_t wall_ns() { return clock_ns(CLOCK_REALTIME); }
+inline uint64_t mono_ns() { return clock_ns(CLOCK_MONOTONIC); }
+
+}  // namespace sluice

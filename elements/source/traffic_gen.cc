@@ -75,6 +75,18 @@ const ElementSpec &traffic_gen_spec() {
                    .def("0.3")
                    .range(0, 1)
                    .describe("Share of the flows that are UDP; the rest are TCP."))
+          .arg(ArgSpec::count("flow_size_max")
+                   .def("10000")
+                   .range(1, 1 * kM)
+                   .describe("Most data packets in one flow. Flow sizes follow a bounded Pareto law from 1 to "
+                             "this; `1` makes every flow as short as it can be (a handshake, one data packet "
+                             "and a close for TCP), the most new flows per packet."))
+          .arg(ArgSpec::fraction("flow_size_alpha")
+                   .def("1")
+                   .range(0.1, 1)
+                   .describe("Shape of the Pareto law of flow sizes: `1` gives about 9 data packets per flow "
+                             "on average with the top 10% of flows carrying 60% of the packets; smaller "
+                             "values give fewer, larger flows."))
           .arg(ArgSpec::count("vlan")
                    .range(1, 4094)
                    .describe("Tag every packet with this 802.1Q VLAN id. When absent, packets are untagged."))
@@ -103,6 +115,8 @@ class TrafficGenRuntime final : public SourceElement {
     cfg_.seed = uint64_t(arg("seed").integer);
     cfg_.ipv6 = arg("ipv6").real;
     cfg_.udp = arg("udp").real;
+    cfg_.flow_size_max = uint32_t(arg("flow_size_max").integer);
+    cfg_.flow_size_alpha = arg("flow_size_alpha").real;
     if (has_arg("vlan")) cfg_.vlan = uint16_t(arg("vlan").integer);
     cfg_.lanes = uint32_t(arg("queues").integer);
     if (has_arg("rate")) {

@@ -2,14 +2,15 @@
 
 #include <rte_errno.h>
 #include <rte_pause.h>
-#include <sched.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace sluice {
 
 Channel::Channel(const std::string &name, StreamType type, unsigned capacity, int socket)
-    : type_(type), esize_(type == StreamType::Packets ? sizeof(rte_mbuf *) : sizeof(FlowRecord)), capacity_(capacity) {
+    : type_(type), esize_(type == StreamType::Packets ? sizeof(rte_mbuf *) : sizeof(FlowRecord)), capacity_(capacity),
+      wake_threshold_(std::clamp(capacity / 8, 1u, 1024u)) {
   // rte_ring names are limited to RTE_RING_NAMESIZE and process-wide; they
   // only need to be unique.
   static std::atomic<unsigned> next{0};
@@ -35,7 +36,12 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
   int spins = 0;
   while (done < n) {
     unsigned free_space = 0;
-    done += rte_ring_sp_enqueue_burst_elem(ring_, p + size_t(done) * esize_, esize_, n - done, &free_space);
+    unsigned sent = rte_ring_sp_enqueue_burst_elem(ring_, p + size_t(done) * esize_, esize_, n - done, &free_space);
+    done += sent;
+    // Wake a sleeping consumer only once a good part of the ring is waiting,
+    // not for every batch: a wake-up is a system call and a context switch,
+    // and the consumer's timeout bounds the delay of the first items.
+    if (sent && consumer_bell_ && capacity_ - free_space >= wake_threshold_) consumer_bell_->ring();
     uint64_t occ = capacity_ - free_space;
     if (occ > max_occupancy_.get()) max_occupancy_.add(occ - max_occupancy_.get());
     if (done == n) break;
@@ -45,10 +51,14 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
       for (unsigned i = done; i < n; ++i) on_drop(i);
       break;
     }
-    // Offline input: wait for the consumer instead of dropping.
+    // Offline input: wait for the consumer instead of dropping; sleep when
+    // it takes long, so that the consumer gets the core.
     waits_.add();
-    if (++spins < 64) rte_pause();
-    else sched_yield();
+    if (++spins < 64)
+      rte_pause();
+    else
+      room_bell_.wait([&] { return rte_ring_free_count(ring_) > 0 || abort.load(std::memory_order_relaxed); },
+                      1'000'000);
   }
   return done;
 }
@@ -63,11 +73,13 @@ unsigned Channel::send(FlowBatch &batch, const std::atomic<bool> &abort) {
 
 unsigned Channel::receive(PacketBatch &batch, unsigned max) {
   batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.pkts, esize_, std::min<unsigned>(max, kMaxBurst), nullptr));
+  if (batch.count && wait_) room_bell_.ring();
   return batch.count;
 }
 
 unsigned Channel::receive(FlowBatch &batch, unsigned max) {
   batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.recs, esize_, std::min<unsigned>(max, kMaxFlowBatch), nullptr));
+  if (batch.count && wait_) room_bell_.ring();
   return batch.count;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/element_spec.hh"
+#include "engine/runtime/doorbell.hh"
 #include "engine/runtime/counters.hh"
 #include "engine/runtime/element_runtime.hh"
 
@@ -29,6 +30,8 @@ class Channel {
     owner_ = owner, full_reason_ = full_reason, wait_ = wait_when_full;
   }
   void set_target(OutputTarget t) { target_ = t; }
+  // Rung when items arrive or the channel closes: the consumer sleeps on it.
+  void set_consumer_doorbell(Doorbell *d) { consumer_bell_ = d; }
   const OutputTarget &target() const { return target_; }
   StreamType type() const { return type_; }
 
@@ -38,12 +41,17 @@ class Channel {
   unsigned send(PacketBatch &batch, const std::atomic<bool> &abort);
   unsigned send(FlowBatch &batch, const std::atomic<bool> &abort);
   // The producer will send no more.
-  void close() { closed_.store(true, std::memory_order_release); }
+  void close() {
+    closed_.store(true, std::memory_order_release);
+    if (consumer_bell_) consumer_bell_->ring();
+  }
 
   // Consumer side: up to max items; 0 when empty.
   unsigned receive(PacketBatch &batch, unsigned max);
   unsigned receive(FlowBatch &batch, unsigned max);
   // Closed and drained: nothing will ever come again.
+  bool empty() const { return rte_ring_empty(ring_); }
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool finished() const {
     return closed_.load(std::memory_order_acquire) && rte_ring_count(ring_) == 0;
   }
@@ -62,11 +70,14 @@ class Channel {
   StreamType type_;
   unsigned esize_;
   unsigned capacity_;
+  unsigned wake_threshold_;  // items waiting before a sleeping consumer is woken
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;
   int full_reason_ = -1;
   bool wait_ = false;
   std::atomic<bool> closed_{false};
+  Doorbell *consumer_bell_ = nullptr;
+  Doorbell room_bell_;  // an offline producer waiting for room sleeps on it
   Counter max_occupancy_, waits_;
 };
 

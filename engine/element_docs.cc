@@ -195,11 +195,49 @@ void markdown_args(std::ostream &os, const ElementSpec &spec) {
     std::string def = a.required ? "*required*" : a.default_text.empty() ? "*none*" : code(a.default_text);
     std::string range = a.range_text();
     os << "| " << code(a.name) << (a.positional ? " (positional)" : "") << " | " << cell(a.type_text()) << " | "
-       << cell(def) << " | " << (range.empty() ? "" : code(range)) << " | " << cell(a.doc) << " |\n";
+       << cell(def) << " | " << (range.empty() ? "" : code(range)) << " | " << cell(a.doc)
+       << (a.reloadable ? " *Changed by a hot reload without losing state.*" : "") << " |\n";
   }
   os << "\n";
   std::string pos = positional_note(spec);
   if (!pos.empty()) os << pos << "\n\n";
+}
+
+std::string common_handler_names() {
+  std::string names;
+  for (const HandlerSpec &h : common_handlers()) names += (names.empty() ? "" : ", ") + h.name;
+  return names;
+}
+
+void print_handlers(std::ostream &os, const ElementSpec &spec) {
+  bool writable = std::any_of(spec.handlers.begin(), spec.handlers.end(), [](const HandlerSpec &h) { return h.writable; });
+  os << "\nHandlers (`sluice ctl read ELEMENT.HANDLER`" << (writable ? ", `write` where marked" : "") << "):\n";
+  size_t w = 0;
+  for (const HandlerSpec &h : spec.handlers) w = std::max(w, h.name.size());
+  for (const HandlerSpec &h : spec.handlers) {
+    os << "  " << pad(h.name, w) << "  " << (h.writable ? "read, write  " : "read         ");
+    flow(os, words(h.doc), "", w + 17, w + 17);
+  }
+  os << "  ";
+  flow(os, words(std::string(spec.handlers.empty() ? "" : "and ") + "the counters every element has: " +
+                 common_handler_names()),
+       "", 2, 2);
+}
+
+void markdown_handlers(std::ostream &os, const ElementSpec &spec) {
+  os << "**Handlers** (`sluice ctl read ELEMENT.HANDLER`";
+  if (spec.handlers.empty()) {
+    os << "): the counters every element has (" << common_handler_names() << ").\n\n";
+    return;
+  }
+  bool writable = std::any_of(spec.handlers.begin(), spec.handlers.end(), [](const HandlerSpec &h) { return h.writable; });
+  os << (writable ? ", `write` where marked" : "") << "), besides the counters every element has ("
+     << common_handler_names() << "):\n\n"
+     << "| handler | access | description |\n"
+     << "|---|---|---|\n";
+  for (const HandlerSpec &h : spec.handlers)
+    os << "| " << code(h.name) << " | " << (h.writable ? "read, write" : "read") << " | " << cell(h.doc) << " |\n";
+  os << "\n";
 }
 
 }  // namespace
@@ -223,6 +261,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
   print_ports(os, "Outputs", spec.outputs);
   if (spec.args.empty()) {
     os << "\nArguments: none\n";
+    print_handlers(os, spec);
     return;
   }
   os << "\nArguments:\n";
@@ -232,6 +271,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
     std::vector<std::string> fields = {a.type_text(), default_text(a)};
     if (!a.range_text().empty()) fields.push_back("range " + a.range_text());
     if (a.positional) fields.push_back("positional");
+    if (a.reloadable) fields.push_back("reloads in place");
     os << "  " << pad(a.name, w) << "  ";
     flow(os, fields, ";", w + 4, w + 4);
     if (!a.doc.empty()) wrap(os, a.doc, 6);
@@ -241,6 +281,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
     os << "\n";
     wrap(os, pos, 0);
   }
+  print_handlers(os, spec);
 }
 
 void write_elements_markdown(std::ostream &out) {
@@ -275,6 +316,7 @@ void write_elements_markdown(std::ostream &out) {
       markdown_ports(os, "Inputs", s->inputs);
       markdown_ports(os, "Outputs", s->outputs);
       markdown_args(os, *s);
+      markdown_handlers(os, *s);
     }
   }
   std::string text = os.str();

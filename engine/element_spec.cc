@@ -68,6 +68,30 @@ std::string ArgSpec::range_text() const {
   return "";
 }
 
+const std::vector<HandlerSpec> &common_handlers() {
+  static const std::vector<HandlerSpec> h = {
+      {"in", false, "packets received"},
+      {"out", false, "packets sent on (every copy counts)"},
+      {"absorbed", false, "packets that ended here by design (sinks, a flow table)"},
+      {"copies", false, "extra packets made by fan-out"},
+      {"dropped", false, "packets dropped, all reasons"},
+      {"drops", false, "packets and flow records dropped, one line per reason"},
+      {"bytes", false, "bytes received (sources and Counter count them)"},
+      {"records_in", false, "flow records received"},
+      {"records_out", false, "flow records sent on"},
+      {"records_absorbed", false, "flow records that ended here: written or exported"},
+  };
+  return h;
+}
+
+const HandlerSpec *ElementSpec::find_handler(std::string_view n) const {
+  for (const HandlerSpec &h : handlers)
+    if (h.name == n) return &h;
+  for (const HandlerSpec &h : common_handlers())
+    if (h.name == n) return &h;
+  return nullptr;
+}
+
 const ArgSpec *ElementSpec::find_arg(std::string_view n) const {
   for (const ArgSpec &a : args)
     if (a.name == n) return &a;

@@ -56,6 +56,7 @@ struct ArgSpec {
   std::vector<std::string> choices;      // Symbol, or words also allowed beside another type
   std::string element_class;             // Element: the class the referenced element must have
   ArgValidator validate;                 // extra check after typing (e.g. filter syntax)
+  bool reloadable = false;               // a hot reload changes it in place, state kept
 
   static ArgSpec make(std::string name, ArgType t) { ArgSpec a; a.name = std::move(name); a.type = t; return a; }
   static ArgSpec count(std::string n) { return make(std::move(n), ArgType::Count); }
@@ -82,6 +83,7 @@ struct ArgSpec {
   ArgSpec &&or_words(std::vector<std::string> w) && { choices = std::move(w); return std::move(*this); }
   ArgSpec &&check(ArgValidator v) && { validate = std::move(v); return std::move(*this); }
   ArgSpec &&describe(std::string d) && { doc = std::move(d); return std::move(*this); }
+  ArgSpec &&live() && { reloadable = true; return std::move(*this); }
 
   // "count", "duration", "rate (bits/s)", "bi | uni", ...
   std::string type_text() const;
@@ -89,9 +91,22 @@ struct ArgSpec {
   std::string range_text() const;
 };
 
+// A value of a running element that `sluice ctl read ELEMENT.NAME` (and, when
+// writable, `write`) reaches; the runtime implements it
+// (RuntimeElement::read_handler, prepare_write). Every element also has the
+// counter handlers of common_handlers().
+struct HandlerSpec {
+  std::string name;
+  bool writable = false;
+  std::string doc;  // one line
+};
+// The handlers every element has: its packet and record counters.
+const std::vector<HandlerSpec> &common_handlers();
+
 enum ElementFlags : unsigned {
   kSource = 1u << 0,          // starts lanes; its `queues` argument says how many
   kThreadBoundary = 1u << 1,  // ends one segment and starts the next (Ring)
+  kStateful = 1u << 2,        // holds state that a hot reload moves into a new instance (flows)
 };
 
 struct ElementSpec {
@@ -101,6 +116,7 @@ struct ElementSpec {
   std::string doc;      // paragraphs
   std::vector<PortSpec> inputs, outputs;
   std::vector<ArgSpec> args;
+  std::vector<HandlerSpec> handlers;  // beyond common_handlers()
   unsigned flags = 0;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
@@ -111,10 +127,14 @@ struct ElementSpec {
   ElementSpec &&output(PortSpec p) && { outputs.push_back(std::move(p)); return std::move(*this); }
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
+  ElementSpec &&handler(std::string n, std::string d) && { handlers.push_back({std::move(n), false, std::move(d)}); return std::move(*this); }
+  ElementSpec &&writable_handler(std::string n, std::string d) && { handlers.push_back({std::move(n), true, std::move(d)}); return std::move(*this); }
 
   bool is_source() const { return flags & kSource; }
   bool is_thread_boundary() const { return flags & kThreadBoundary; }
   const ArgSpec *find_arg(std::string_view n) const;
+  // This element's handler or a common one; nullptr when neither.
+  const HandlerSpec *find_handler(std::string_view n) const;
   // Port index for a name ("flows"), or -1.
   int input_index(std::string_view n) const;
   int output_index(std::string_view n) const;

@@ -54,6 +54,7 @@ struct ResolvedArg {
 
 struct Node {
   int element = -1;  // index into ElementGraph::elements
+  const ElementSpec *spec = nullptr;  // that element's class
   int lane = -1;     // -1: a shared element (one instance fed by all lanes)
   int segment = -1;
   std::string name;  // "Meter@1/ft#0" (lane 0), "exp" (shared)

@@ -164,6 +164,7 @@ private:
   void add_node(int element, int lane, std::string name, std::vector<ResolvedArg> args) {
     Node n;
     n.element = element;
+    n.spec = g_.elements[element].spec;
     n.lane = lane;
     n.name = std::move(name);
     n.args = std::move(args);

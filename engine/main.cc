@@ -5,15 +5,26 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <mutex>
+#include <sstream>
 
 #include "dsl/frontend.hh"
 #include "dsl/literals.hh"
+#include "engine/control/control_server.hh"
+#include "engine/control/control_socket.hh"
+#include "engine/control/metrics_server.hh"
+#include "engine/control/probe_control.hh"
+#include "engine/control/probe_metrics.hh"
 #include "engine/element_docs.hh"
 #include "engine/lanes.hh"
+#include "engine/placement/host_profile.hh"
+#include "engine/placement/placement.hh"
 #include "engine/plan_format.hh"
-#include "engine/runtime/host_profile.hh"
 #include "engine/runtime/runtime.hh"
 
 using namespace sluice;
@@ -61,6 +72,39 @@ int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGrap
   return ok ? kExitClean : kExitErrors;
 }
 
+// Reads the host profile (the default one when `host` is empty) and places
+// the lanes on it; messages printed. Returns the exit status.
+int place_on_host(const std::string &host, const LaneGraph &lanes, HostProfile &profile, Placement &placement) {
+  std::string err;
+  std::string host_file = host.empty() ? default_host_profile_path() : host;
+  HostEnvironment env = HostEnvironment::this_process();
+  if (!(host_file.empty() ? builtin_host_profile(env, profile, &err) : load_host_profile(host_file, env, profile, &err))) {
+    std::cerr << err << "\n";  // file:line:column: error: ...
+    return kExitErrors;
+  }
+  if (!place_lanes(lanes, profile, placement, &err)) {
+    std::cerr << "sluice: error: " << err << "\n";
+    return kExitErrors;
+  }
+  return kExitClean;
+}
+
+// Graphviz renders the plan's dot as SVG on stdout.
+int print_svg(const std::string &config, const LaneGraph &lanes, const Placement &placement) {
+  if (std::system("command -v dot > /dev/null 2>&1") != 0) {
+    std::cerr << "sluice: error: --format svg needs Graphviz's `dot` (apt-get install graphviz); "
+                 "--format dot prints its input\n";
+    return kExitErrors;
+  }
+  std::cout.flush();
+  FILE *dot = popen("dot -Tsvg", "w");
+  if (!dot) return kExitErrors;
+  std::ostringstream src;
+  print_plan_dot(src, config, lanes, &placement);
+  fwrite(src.str().data(), 1, src.str().size(), dot);
+  return pclose(dot) == 0 ? kExitClean : kExitErrors;
+}
+
 // Ctrl-C (or SIGTERM) once: sources stop and the run drains; twice: stop
 // waiting for full rings too.
 Runtime *g_running = nullptr;
@@ -72,8 +116,71 @@ void on_interrupt(int) {
   else g_running->request_abort();
 }
 
+// How a running probe is reached: --control PATH (empty: the default
+// place), --metrics [ADDR:]PORT (empty: no endpoint).
+struct ProbeAccess {
+  std::string control, metrics;
+};
+
+// Listens on the control socket. When the default place cannot be used the
+// run goes on without one; a --control PATH that cannot be used is an error.
+int open_control(ControlServer &server, const std::string &given, bool quiet) {
+  std::string err, path = given.empty() ? default_control_path() : given;
+  if ((!given.empty() || prepare_control_dir(default_control_dir(), &err)) && server.listen(path, &err)) {
+    server.start();
+    if (!quiet) std::cerr << "sluice: control socket " << path << " (sluice ctl --socket " << path << " help)\n";
+    return kExitClean;
+  }
+  if (!given.empty()) {
+    std::cerr << "sluice: error: --control: " << err << "\n";
+    return kExitErrors;
+  }
+  std::cerr << "sluice: warning: running without a control socket: " << err << " (--control PATH puts it elsewhere)\n";
+  return kExitClean;
+}
+
+// `sluice ctl`: one request to a running probe; its answer on stdout, or its
+// error on stderr and exit status 1.
+int control_client(const std::string &socket, const std::vector<std::string> &args) {
+  if (args.empty()) {
+    std::cerr << "sluice ctl: a command is needed: stats [--json], read ELEMENT.HANDLER, write ELEMENT.HANDLER VALUE, "
+                 "handlers [ELEMENT], flows [--top N], plan, help\n";
+    return kExitUsage;
+  }
+  std::string path = socket;
+  if (path.empty()) {
+    std::vector<std::string> live = running_probe_sockets();
+    if (live.empty()) {
+      std::cerr << "sluice ctl: no running probe of this user (no live socket in " << default_control_dir()
+                << "); start one with `sluice run`, or give --socket PATH\n";
+      return kExitErrors;
+    }
+    if (live.size() > 1) {
+      std::cerr << "sluice ctl: " << live.size() << " probes are running; choose one with --socket PATH:\n";
+      for (const std::string &p : live) {
+        std::string who = describe_probe_socket(p);
+        std::cerr << "  " << p << (who.empty() ? "" : "  (" + who + ")") << "\n";
+      }
+      return kExitErrors;
+    }
+    path = live[0];
+  }
+  ControlReply reply;
+  std::string err;
+  if (!control_request(path, args, reply, &err)) {
+    std::cerr << "sluice ctl: " << err << "\n";
+    return kExitErrors;
+  }
+  if (reply.ok) {
+    std::cout << reply.text << std::flush;
+    return kExitClean;
+  }
+  std::cerr << "sluice ctl: " << reply.text << (reply.text.empty() || reply.text.back() != '\n' ? "\n" : "");
+  return kExitErrors;
+}
+
 int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet,
-               const std::string &stats_json) {
+               const std::string &stats_json, const ProbeAccess &access) {
   SourceManager sm;
   ElementGraph graph;
   LaneGraph lanes;
@@ -94,15 +201,17 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     }
     opts.duration_ns = uint64_t(v.integer);
   }
-  HostProfile profile;
-  std::string err;
-  std::string host_file = host.empty() ? default_host_profile_path() : host;
-  if (!host_file.empty() && !load_host_profile(host_file, profile, &err)) {
-    std::cerr << err << "\n";
-    return kExitErrors;
+  std::string mhost, err;
+  int mport = 0;
+  if (!access.metrics.empty() && !MetricsServer::parse_address(access.metrics, mhost, mport, &err)) {
+    std::cerr << "sluice: --metrics: " << err << "\n";
+    return kExitUsage;
   }
-  if (host_file.empty()) profile.eal_args = {"--no-huge"};  // the laptop profile's default
+  HostProfile profile;
+  auto placement = std::make_shared<Placement>();
+  if (int prc = place_on_host(host, lanes, profile, *placement); prc != kExitClean) return prc;
   opts.eal_args = profile.eal_args;
+  opts.placement = placement;
   opts.status_line = !quiet;
 
   struct sigaction sa {};
@@ -114,13 +223,34 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     std::cerr << "sluice: error: " << err << "\n";
     return kExitErrors;
   }
+  // The probe's control plane, on threads of its own while the run lasts.
+  // Commands and metrics scrapes take turns under probe_lock.
+  std::mutex probe_lock;
+  ControlServer control(probe_lock);
+  ProbeControl probe(rt, args.file);
+  probe.add_commands(control);
+  if (int crc = open_control(control, access.control, quiet); crc != kExitClean) return crc;
+  MetricsServer metrics;
+  if (!access.metrics.empty()) {
+    auto render = [&] {
+      std::lock_guard lock(probe_lock);
+      return probe_metrics_text(rt);
+    };
+    if (!metrics.start(mhost, mport, render, &err)) {
+      std::cerr << "sluice: error: " << err << "\n";
+      return kExitErrors;
+    }
+    std::cerr << "sluice: metrics on " << metrics.url() << "\n";
+  }
   g_running = &rt;
   if (g_interrupts) rt.request_stop();
   if (!quiet)
     std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
               << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, interpreter"
-              << (host_file.empty() ? "" : ", host " + host_file) << "); Ctrl-C stops\n";
+              << ", host " << (profile.path.empty() ? profile.name : profile.path) << "); Ctrl-C stops\n";
   rt.run();
+  metrics.stop();
+  control.stop();
   g_running = nullptr;
   std::cout << rt.summary() << std::flush;
   if (!stats_json.empty()) {
@@ -144,10 +274,14 @@ int main(int argc, char **argv) {
   check_args.add_to(check);
 
   ConfigArgs plan_args;
-  std::string plan_format = "text";
-  auto *plan = app.add_subcommand("plan", "print the checked graph: elements, connections, lanes and segments");
+  std::string plan_format = "text", plan_host;
+  auto *plan = app.add_subcommand(
+      "plan", "print the checked graph placed on a host: lanes, segments, the node and cpu of each, and why");
   plan_args.add_to(plan);
-  plan->add_option("--format", plan_format, "text or dot")->check(CLI::IsMember({"text", "dot"}));
+  plan->add_option("--format", plan_format, "text, dot, svg (Graphviz) or json")
+      ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
+  plan->add_option("--host", plan_host, "host profile (YAML) to place on; default configs/laptop.yaml")
+      ->type_name("PROFILE.yaml");
 
   ConfigArgs run_args;
   std::string run_host, run_duration, run_stats;
@@ -159,6 +293,21 @@ int main(int argc, char **argv) {
       ->type_name("T");
   run->add_flag("-q,--quiet", run_quiet, "no status line");
   run->add_option("--stats-json", run_stats, "also write the run summary as JSON to this file")->type_name("FILE");
+  ProbeAccess run_access;
+  run->add_option("--control", run_access.control,
+                  "control socket for `sluice ctl`; default $XDG_RUNTIME_DIR/sluice/PID.sock, else /tmp/sluice-UID/PID.sock")
+      ->type_name("PATH");
+  run->add_option("--metrics", run_access.metrics,
+                  "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1, PORT 0 picks one")
+      ->type_name("[ADDR:]PORT");
+
+  std::string ctl_socket;
+  auto *ctl = app.add_subcommand("ctl", "talk to a running probe: COMMAND is stats [--json], read ELEMENT.HANDLER, "
+                                        "write ELEMENT.HANDLER VALUE, handlers [ELEMENT], flows [--top N], plan, help");
+  ctl->add_option("--socket", ctl_socket, "the probe's control socket; default: the one probe of this user that runs")
+      ->type_name("PATH");
+  ctl->prefix_command();  // COMMAND and its arguments, options included, go to the probe as they are
+  ctl->footer("Docs: docs/control.md");
 
   std::string element_name;
   bool markdown = false;
@@ -193,7 +342,8 @@ int main(int argc, char **argv) {
     return kExitClean;
   }
 
-  if (*run) return run_config(run_args, run_host, run_duration, run_quiet, run_stats);
+  if (*run) return run_config(run_args, run_host, run_duration, run_quiet, run_stats, run_access);
+  if (*ctl) return control_client(ctl_socket, ctl->remaining());
 
   SourceManager sm;
   ElementGraph graph;
@@ -209,8 +359,13 @@ int main(int argc, char **argv) {
   if (*plan) {
     int rc = compile(plan_args, sm, graph, lanes);
     if (rc != kExitClean) return rc;
-    if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes);
-    else print_plan_text(std::cout, plan_args.file, lanes);
+    HostProfile profile;
+    Placement placement;
+    if (rc = place_on_host(plan_host, lanes, profile, placement); rc != kExitClean) return rc;
+    if (plan_format == "svg") return print_svg(plan_args.file, lanes, placement);
+    if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes, &placement);
+    else if (plan_format == "json") print_plan_json(std::cout, plan_args.file, lanes, placement);
+    else print_plan_text(std::cout, plan_args.file, lanes, &placement);
     return kExitClean;
   }
   return kExitUsage;

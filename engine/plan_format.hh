@@ -1,15 +1,26 @@
 // `sluice plan` output: the checked graph after expansion, its lanes and
-// segments, as text for people or Graphviz dot for pictures.
+// segments and, with a placement, the node and cpu of each and why: as text
+// for people, Graphviz dot for pictures (NUMA nodes as boxes holding their
+// cpus and the segments placed on them), JSON for tools.
 #pragma once
 #include <ostream>
 #include <string>
 
 #include "engine/graph.hh"
+#include "engine/placement/placement.hh"
 
 namespace sluice {
 
-void print_plan_text(std::ostream &os, const std::string &config_name, const LaneGraph &lg);
-void print_plan_dot(std::ostream &os, const std::string &config_name, const LaneGraph &lg);
+void print_plan_text(std::ostream &os, const std::string &config_name, const LaneGraph &lg,
+                     const Placement *placement = nullptr);
+void print_plan_dot(std::ostream &os, const std::string &config_name, const LaneGraph &lg,
+                    const Placement *placement = nullptr);
+// {"config", "host", "nodes": [...], "lanes": [...], "segments": [{"lane",
+// "segment", "role", "elements", "node", "cpu", "shares_cpu", "feeds",
+// "reason"}], "housekeeping_cpu", "acquisition", "notes"}; a shared segment's
+// lane is null.
+void print_plan_json(std::ostream &os, const std::string &config_name, const LaneGraph &lg,
+                     const Placement &placement);
 
 // `clock pcap, capacity 64K` (defaults marked), for listings.
 std::string format_args(const std::vector<ResolvedArg> &args, bool mark_defaults);

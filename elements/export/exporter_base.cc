@@ -74,6 +74,23 @@ void ExporterBase::flush() {
   settle();
 }
 
+std::optional<std::string> ExporterBase::read_handler(const std::string &name) const {
+  if (name == "collector") return link_->describe();
+  if (name == "messages") return std::to_string(link_->messages());
+  if (name == "sent_bytes") return std::to_string(link_->bytes());
+  if (name == "errors") return std::to_string(link_->errors());
+  if (name == "connections") return std::to_string(link_->connects());
+  return RuntimeElement::read_handler(name);
+}
+
+void ExporterBase::report_metrics(MetricSink &out) const {
+  out.counter("exporter_records_total", "Flow records sent to the collector.", double(counters.records_absorbed.get()));
+  out.counter("exporter_messages_total", "Messages sent to the collector.", double(link_->messages()));
+  out.counter("exporter_bytes_total", "Bytes of messages sent to the collector.", double(link_->bytes()));
+  out.counter("exporter_send_errors_total", "Messages the socket refused.", double(link_->errors()));
+  out.counter("exporter_connections_total", "Connections to the collector (TCP; 1 for UDP).", double(link_->connects()));
+}
+
 void ExporterBase::report(std::vector<std::string> &lines) const {
   lines.push_back("collector " + link_->describe() + ": " + std::to_string(link_->messages()) + " messages, " +
                   std::to_string(link_->bytes()) + " bytes, " + std::to_string(link_->errors()) + " send errors, " +

@@ -21,6 +21,8 @@ class ExporterBase : public RuntimeElement {
   void tick() override;
   void flush() override;
   void report(std::vector<std::string> &lines) const override;
+  std::optional<std::string> read_handler(const std::string &name) const override;
+  void report_metrics(MetricSink &out) const override;
 
  protected:
   // The protocol's part. max_message: octets a message may have (the mtu less

@@ -53,6 +53,11 @@ const ElementSpec &ipfix_exporter_spec() {
                    .range(576, 9000)
                    .describe("Largest packet an export message may fill, IP and transport headers included; "
                              "records are packed into messages up to this size."))
+          .handler("collector", "The collector: transport, address and port.")
+          .handler("messages", "Messages sent.")
+          .handler("sent_bytes", "Bytes of messages sent.")
+          .handler("errors", "Send errors.")
+          .handler("connections", "Connections made (TCP; 1 for UDP).")
           .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
   return spec;
 }

@@ -39,6 +39,11 @@ const ElementSpec &netflow_v9_exporter_spec() {
                    .def("1500")
                    .range(576, 9000)
                    .describe("Largest packet an export packet may fill, IP and UDP headers included."))
+          .handler("collector", "The collector: transport, address and port.")
+          .handler("messages", "Messages sent.")
+          .handler("sent_bytes", "Bytes of messages sent.")
+          .handler("errors", "Send errors.")
+          .handler("connections", "Connections made (TCP; 1 for UDP).")
           .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
   return spec;
 }

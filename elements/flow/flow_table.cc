@@ -1,7 +1,9 @@
 #include "elements/flow/flow_table.hh"
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "dsl/literals.hh"
 #include "engine/runtime/clock.hh"
 #include "engine/runtime/run_context.hh"
 
@@ -16,6 +18,7 @@ const ElementSpec &flow_table_spec() {
   static const ElementSpec spec =
       ElementSpec("FlowTable")
           .in_group("flow")
+          .with_flags(kStateful)
           .brief("Per-lane flow cache: packets in, flow records out")
           .describe(
               "Keeps one entry per flow. A flow is identified by the fields of `key` (by default the "
@@ -44,10 +47,12 @@ const ElementSpec &flow_table_spec() {
                    .range(1 * kK, 1 * kG)
                    .describe("Flows the table holds, per lane. Its memory is allocated up front."))
           .arg(ArgSpec::duration("idle")
+                   .live()
                    .def("15s")
                    .range(1 * kMs, 1 * kDay)
                    .describe("Idle timeout: a flow with no packet for this long ends (reason \"idle timeout\")."))
           .arg(ArgSpec::duration("active")
+                   .live()
                    .def("30min")
                    .range(1 * kS, 7 * kDay)
                    .describe("Active timeout: a flow that has lasted this long is exported (reason \"active "
@@ -64,10 +69,21 @@ const ElementSpec &flow_table_spec() {
                              "protocol), `sport` and `dport` (TCP or UDP ports), `vlan` (VLAN id). Packets "
                              "that differ only in fields left out are counted in the same flow."))
           .arg(ArgSpec::symbol("on_full", {"evict", "drop"})
+                   .live()
                    .def("evict")
                    .describe("When a packet starts a new flow and the table is full: `evict` an existing flow "
                              "(exported with reason \"lack of resources\") to make room, or `drop` the packet "
                              "(counted as \"flow table full\") and keep the table as it is."))
+          .handler("size", "Flows the table holds: its capacity.")
+          .handler("active", "Flows in the table now.")
+          .handler("load", "Active flows as a fraction of size.")
+          .handler("peak", "Most flows in the table at once.")
+          .handler("created", "Flows started.")
+          .handler("evicted", "Flows evicted to make room (on_full evict).")
+          .handler("ended", "Flow records by end reason, one line per reason.")
+          .writable_handler("idle_timeout", "The idle timeout, e.g. `30s`; a new value applies from the next "
+                                            "check of each flow.")
+          .writable_handler("active_timeout", "The active timeout, e.g. `10min`; as idle_timeout.")
           .input(PortSpec::packets("in").describe("Timestamped packets."))
           .output(PortSpec::flows("flows").many().describe(
               "Records of the flows that ended here: TCP FIN or RST, and evictions. Flows that time out "
@@ -112,6 +128,7 @@ void FlowTableRuntime::prepare() {
 // leave in chunks that fit a FlowBatch.
 void FlowTableRuntime::push(int, PacketBatch &batch) {
   last_wall_ns_ = mono_ns();
+  if (!adopted_evictions_.empty()) [[unlikely]] emit_adopted_evictions();
   constexpr unsigned kChunk = kMaxFlowBatch / FlowCache::kMaxRecordsPerPacket;
   PacketBatch pass;
   for (int start = 0; start < batch.count; start += kChunk) {
@@ -144,7 +161,33 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
   else absorb_all(pass);
 }
 
+void FlowTableRuntime::emit_adopted_evictions() {
+  for (size_t i = 0; i < adopted_evictions_.size(); i += kMaxFlowBatch) {
+    out_.count = uint16_t(std::min<size_t>(kMaxFlowBatch, adopted_evictions_.size() - i));
+    std::copy_n(adopted_evictions_.begin() + long(i), out_.count, out_.recs);
+    emit_flows(0, out_);
+  }
+  adopted_evictions_.clear();
+}
+
+// A reload changed live arguments: timeouts are checked against packet time
+// whenever a flow is looked at, so the new values need nothing but the store.
+void FlowTableRuntime::reconfigure() {
+  cache_->set_timeouts(uint64_t(arg("idle").integer), uint64_t(arg("active").integer));
+  cache_->set_evict_when_full(arg("on_full").text == "evict");
+}
+
+// A reload replaced the table (capacity, key, direction): its flows move in.
+void FlowTableRuntime::adopt_state(RuntimeElement &old) {
+  auto &from = dynamic_cast<FlowTableRuntime &>(old);
+  cache_->adopt(*from.cache_, [this](const FlowRecord &r) { adopted_evictions_.push_back(r); });
+  adopted_evictions_.insert(adopted_evictions_.end(), from.adopted_evictions_.begin(), from.adopted_evictions_.end());
+  now_ns_ = std::max(now_ns_, from.now_ns_);
+  peak_active_ = std::max(peak_active_, cache_->active());
+}
+
 void FlowTableRuntime::flush() {
+  emit_adopted_evictions();
   // End of input: every remaining flow leaves ("forced end"; "end of flow"
   // for those that saw their FIN or RST).
   for (size_t left = 1; left > 0;) {
@@ -153,6 +196,54 @@ void FlowTableRuntime::flush() {
     out_.count = uint16_t(n);
     emit_flows(0, out_);
   }
+}
+
+std::optional<std::string> FlowTableRuntime::read_handler(const std::string &name) const {
+  const FlowCache::Stats &st = cache_->stats();
+  if (name == "size") return std::to_string(cache_->capacity());
+  if (name == "active") return std::to_string(cache_->active());
+  if (name == "load") return std::to_string(double(cache_->active()) / double(cache_->capacity()));
+  if (name == "peak") return std::to_string(std::max(peak_active_, cache_->active()));
+  if (name == "created") return std::to_string(st.created);
+  if (name == "evicted") return std::to_string(st.evicted);
+  if (name == "idle_timeout") return format_duration_ns(int64_t(cache_->config().idle_ns));
+  if (name == "active_timeout") return format_duration_ns(int64_t(cache_->config().active_ns));
+  if (name == "ended") {
+    std::string lines;
+    for (int r = 1; r <= 5; ++r)
+      lines += std::string(r > 1 ? "\n" : "") + flow_end_reason_name(FlowEndReason(r)) + ": " + std::to_string(st.ended[r]);
+    return lines;
+  }
+  return RuntimeElement::read_handler(name);
+}
+
+// Timeouts are checked against packet time whenever a flow is looked at, so
+// a new value needs nothing but the store, made between two batches.
+std::optional<RuntimeElement::HandlerChange> FlowTableRuntime::prepare_write(const std::string &name,
+                                                                             const std::string &value) {
+  bool idle = name == "idle_timeout";
+  if (!idle && name != "active_timeout") return std::nullopt;
+  std::string err;
+  std::optional<Value> v = parse_value_text(value, *flow_table_spec().find_arg(idle ? "idle" : "active"), &err);
+  if (!v) throw HandlerError(err);
+  uint64_t ns = uint64_t(v->integer);
+  return [this, idle, ns] {
+    const FlowCacheConfig &c = cache_->config();
+    cache_->set_timeouts(idle ? ns : c.idle_ns, idle ? c.active_ns : ns);
+  };
+}
+
+void FlowTableRuntime::report_metrics(MetricSink &out) const {
+  const FlowCache::Stats &st = cache_->stats();
+  out.gauge("flow_table_active_flows", "Flows in the table.", double(cache_->active()));
+  out.gauge("flow_table_capacity_flows", "Flows the table holds.", double(cache_->capacity()));
+  out.counter("flow_table_created_flows_total", "Flows started.", double(st.created));
+  out.counter("flow_table_evicted_flows_total", "Flows evicted from a full table to make room.", double(st.evicted));
+  for (int r = 1; r <= 5; ++r)
+    out.counter("flow_table_ended_flows_total", "Flow records by end reason (expirations, ends, evictions).",
+                double(st.ended[r]), {{"reason", flow_end_reason_name(FlowEndReason(r))}});
+  out.gauge("flow_table_idle_timeout_seconds", "Idle timeout.", double(cache_->config().idle_ns) * 1e-9);
+  out.gauge("flow_table_active_timeout_seconds", "Active timeout.", double(cache_->config().active_ns) * 1e-9);
 }
 
 void FlowTableRuntime::report(std::vector<std::string> &lines) const {

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "engine/element_spec.hh"
 #include "engine/flow/flow_cache.hh"
@@ -25,7 +26,16 @@ class FlowTableRuntime final : public RuntimeElement {
 
   void prepare() override;
   void flush() override;
+  void reconfigure() override;
+  void adopt_state(RuntimeElement &old) override;
   void report(std::vector<std::string> &lines) const override;
+  std::optional<std::string> read_handler(const std::string &name) const override;
+  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override;
+  void report_metrics(MetricSink &out) const override;
+  size_t flow_slots() const override { return cache_->slots(); }
+  void peek_flows(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const override {
+    cache_->peek(begin, end, fn);
+  }
 
  protected:
   void push(int port, PacketBatch &batch) override;
@@ -33,6 +43,10 @@ class FlowTableRuntime final : public RuntimeElement {
  private:
   std::unique_ptr<FlowCache> cache_;
   FlowBatch out_;
+  // Records of flows that found no room when a reload moved them in: they
+  // leave on this lane's thread, with the next batch or at the end.
+  std::vector<FlowRecord> adopted_evictions_;
+  void emit_adopted_evictions();
   uint64_t now_ns_ = 0, last_wall_ns_ = 0;
   size_t peak_active_ = 0;  // most flows in the table at once (after a batch)
   bool live_ = false;

@@ -35,15 +35,19 @@ const ElementSpec &gc_slicer_spec() {
                    .describe("The FlowTable to expire: the name of a FlowTable in the same scope, usually "
                              "the element just before."))
           .arg(ArgSpec::duration("period")
+                   .live()
                    .def("1s")
                    .range(1 * kMs, 1 * kHour)
                    .describe("Time in which the whole table is scanned once: how late, at most, a flow is "
                              "expired."))
           .arg(ArgSpec::count("slices")
+                   .live()
                    .def("1000")
                    .range(1, 1 * kM)
                    .describe("Pieces the table is scanned in per period. More slices make each scan shorter "
                              "and more frequent."))
+          .handler("slices_run", "Expiry slices scanned so far.")
+          .handler("slice_time", "Time per slice: median, 99th percentile and maximum.")
           .input(PortSpec::flows("in").many().describe("Flow records to pass on: the table's `flows` output."))
           .output(PortSpec::flows("out").many().describe(
               "Records of ended flows: those arriving on `in` and those expired here."));
@@ -58,12 +62,24 @@ namespace {
 struct SliceHistogram {
   static constexpr int kBuckets = 40;
   uint64_t count[kBuckets] = {};
-  uint64_t total = 0, max_ns = 0;
+  uint64_t total = 0, max_ns = 0, sum_ns = 0;
   void add(uint64_t ns) {
     int b = ns ? 64 - __builtin_clzll(ns) : 0;
     ++count[b < kBuckets ? b : kBuckets - 1];
     ++total;
+    sum_ns += ns;
     if (ns > max_ns) max_ns = ns;
+  }
+  // Bucket b holds durations below 2^b ns: cumulative counts at 2^b ns for
+  // b in [first, last], 1 us to 134 ms, as seconds.
+  std::vector<std::pair<double, uint64_t>> cumulative(int first = 10, int last = 27) const {
+    std::vector<std::pair<double, uint64_t>> out;
+    uint64_t seen = 0;
+    for (int b = 0; b <= last; ++b) {
+      seen += count[b];
+      if (b >= first) out.emplace_back(double(1ull << b) * 1e-9, seen);
+    }
+    return out;
   }
   // Upper bound of the bucket holding quantile q.
   uint64_t quantile(double q) const {
@@ -87,16 +103,17 @@ class GCSlicerRuntime final : public RuntimeElement {
   bool wants_tick() const override { return true; }
 
   void prepare() override {
-    int e = ctx_.graph().graph->find(arg("table").text);
-    table_ = dynamic_cast<FlowTableRuntime *>(ctx_.instance(e, lane()));
-    if (!table_) throw std::runtime_error("'" + name() + "': no FlowTable '" + arg("table").text + "' in its lane");
-    if (table_->node().segment != node().segment)
-      throw std::runtime_error("'" + name() + "': its table '" + table_->name() +
-                               "' runs on another thread (a Ring between them); put the GCSlicer right after it");
-    slots_ = table_->cache().slots();
-    slice_len_ = (slots_ + slices_ - 1) / slices_;
-    step_ = std::max<uint64_t>(1, period_ / slices_);
+    find_table();
     ns_per_tsc_ = 1e9 / double(rte_get_tsc_hz());
+  }
+
+  // A reload: the table may be a new instance (another capacity), or the
+  // period and slices changed; the scan goes on where it was.
+  void relink() override { find_table(); }
+  void reconfigure() override {
+    period_ = uint64_t(arg("period").integer);
+    slices_ = uint64_t(arg("slices").integer);
+    cut_slices();
   }
 
   // Packet time drives the slices. On a live lane with no packet for a
@@ -114,6 +131,19 @@ class GCSlicerRuntime final : public RuntimeElement {
       next_ += step_;
     }
     if (now >= next_) next_ = now + step_;  // far behind (a jump in packet time): one scan was enough
+  }
+
+  std::optional<std::string> read_handler(const std::string &name) const override {
+    if (name == "slices_run") return std::to_string(hist_.total);
+    if (name == "slice_time")
+      return "p50 <= " + std::to_string(hist_.quantile(0.5)) + " ns, p99 <= " + std::to_string(hist_.quantile(0.99)) +
+             " ns, max " + std::to_string(hist_.max_ns) + " ns";
+    return RuntimeElement::read_handler(name);
+  }
+
+  void report_metrics(MetricSink &out) const override {
+    out.histogram("gc_slice_duration_seconds", "Time one expiry slice of a flow table took.", hist_.cumulative(),
+                  double(hist_.sum_ns) * 1e-9, hist_.total);
   }
 
   void report(std::vector<std::string> &lines) const override {
@@ -143,6 +173,23 @@ class GCSlicerRuntime final : public RuntimeElement {
     emit_flows(0, out_);
     cursor_ = end >= slots_ ? 0 : end;
     hist_.add(uint64_t(double(cycles) * ns_per_tsc_));
+  }
+
+  void find_table() {
+    int e = ctx_.graph().graph->find(arg("table").text);
+    table_ = dynamic_cast<FlowTableRuntime *>(ctx_.instance(e, lane()));
+    if (!table_) throw std::runtime_error("'" + name() + "': no FlowTable '" + arg("table").text + "' in its lane");
+    if (table_->node().segment != node().segment)
+      throw std::runtime_error("'" + name() + "': its table '" + table_->name() +
+                               "' runs on another thread (a Ring between them); put the GCSlicer right after it");
+    cut_slices();
+  }
+
+  void cut_slices() {
+    slots_ = table_->cache().slots();
+    slice_len_ = (slots_ + slices_ - 1) / slices_;
+    step_ = std::max<uint64_t>(1, period_ / slices_);
+    if (cursor_ >= slots_) cursor_ = 0;
   }
 
   uint64_t period_, slices_, step_ = 1, next_ = 0;

@@ -1,5 +1,9 @@
 #include "elements/packet/counter.hh"
 
+#include <rte_cycles.h>
+
+#include <cstdio>
+
 #include "engine/runtime/element_runtime.hh"
 
 using namespace sluice;
@@ -16,6 +20,9 @@ const ElementSpec &counter_spec() {
               "one count per lane; `sluice ctl stats` and the metrics endpoint show them. Counting survives "
               "JIT fusion, so it costs almost nothing in a fused loop.")
           // several streams may be merged into one count (`f[match], f[reject] -> Counter`)
+          .handler("count", "Packets counted.")
+          .handler("rate", "Packets per second over the last one to two seconds.")
+          .handler("bit_rate", "Bits per second (frames) over the same time.")
           .input(PortSpec::packets("in").many().describe("Packets to count; may be connected several times, "
                                                          "the streams are merged."))
           .output(PortSpec::packets("out").describe("The same packets."));
@@ -25,19 +32,49 @@ const ElementSpec &counter_spec() {
 SLUICE_ELEMENT(counter_spec);
 
 // Counting is what every element does (RuntimeElement::receive counts in);
-// a Counter also counts bytes and passes the packets on.
+// a Counter also counts bytes, keeps a rate and passes the packets on.
 class CounterRuntime final : public RuntimeElement {
  public:
-  using RuntimeElement::RuntimeElement;
+  CounterRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+    window_.tsc = prev_.tsc = rte_rdtsc();
+  }
+
+  bool counts_bytes() const override { return true; }
+
+  // The rate is measured from a snapshot taken by the data path at most once a
+  // second: the one before the latest, so over 1 to 2 s; when no batch has
+  // come for a second, the latest, so an idle counter's rate falls to zero.
+  std::optional<std::string> read_handler(const std::string &name) const override {
+    if (name == "count") return std::to_string(counters.in.get());
+    bool bits = name == "bit_rate";
+    if (!bits && name != "rate") return RuntimeElement::read_handler(name);
+    uint64_t now = rte_rdtsc();
+    const Snapshot &from = now - window_.tsc >= rte_get_tsc_hz() ? window_ : prev_;
+    double seconds = double(now - from.tsc) / double(rte_get_tsc_hz());
+    double v = bits ? double(counters.in_bytes.get() - from.bytes) * 8 : double(counters.in.get() - from.packets);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.1f", seconds > 0 ? v / seconds : 0);
+    return std::string(buf);
+  }
 
  protected:
   void push(int, PacketBatch &batch) override {
     counters.in_bytes.add(batch.wire_bytes());
+    if (uint64_t now = rte_rdtsc(); now - window_.tsc >= rte_get_tsc_hz()) {
+      prev_ = window_;
+      window_ = {now, counters.in.get(), counters.in_bytes.get()};
+    }
     emit(0, batch);
   }
   void report(std::vector<std::string> &lines) const override {
     lines.push_back("bytes: " + std::to_string(counters.in_bytes.get()));
   }
+
+ private:
+  struct Snapshot {
+    uint64_t tsc = 0, packets = 0, bytes = 0;
+  };
+  Snapshot window_, prev_;
 };
 SLUICE_RUNTIME("Counter", CounterRuntime);
 

@@ -1,5 +1,6 @@
 #include "elements/packet/filter.hh"
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "engine/packet/pcap_filter.hh"
@@ -24,6 +25,7 @@ const ElementSpec &filter_spec() {
               "The compiled program runs on the packet's bytes; in JIT mode it becomes part of the fused loop "
               "of its segment.")
           .arg(ArgSpec::string("expr")
+                   .live()
                    .needed()
                    .pos()
                    .describe("The filter expression, in pcap-filter syntax (see pcap-filter(7)), e.g. "
@@ -34,6 +36,9 @@ const ElementSpec &filter_spec() {
                      if (!e) return std::nullopt;
                      return ArgProblem{e->message, e->offset, e->length};
                    }))
+          .writable_handler("expr", "The expression. A write is compiled by libpcap off the data path and "
+                                    "replaces the old one between two batches; an expression libpcap refuses is "
+                                    "an error and the old one stays.")
           .input(PortSpec::packets("in").describe("Packets to test."))
           .output(PortSpec::packets("match").describe("Packets that match the expression."))
           .output(PortSpec::packets("reject").optional().describe(
@@ -51,12 +56,34 @@ class FilterRuntime final : public RuntimeElement {
 
   // Compiled once the lane's link type is known (its source is open).
   void prepare() override {
-    SourceElement *src = ctx_.lane_source(lane() >= 0 ? lane() : 0);
-    LinkType link = src ? src->link_type() : LinkType::Ethernet;
     std::string err;
-    auto f = PcapFilter::compile(arg("expr").text, link, &err);
+    auto f = PcapFilter::compile(arg("expr").text, link(), &err);
     if (!f) throw std::runtime_error("'" + name() + "': " + err);
     filter_.emplace(std::move(*f));
+  }
+
+  // A reload with a new expression. It compiled at check time (for
+  // Ethernet); should it not for this lane's link type, the old one stays.
+  void reconfigure() override {
+    std::string err;
+    auto f = PcapFilter::compile(arg("expr").text, link(), &err);
+    if (f) filter_.emplace(std::move(*f));
+    else std::fprintf(stderr, "sluice: '%s' keeps its filter: %s\n", name().c_str(), err.c_str());
+  }
+
+  std::optional<std::string> read_handler(const std::string &name) const override {
+    if (name == "expr") return filter_->expression();
+    return RuntimeElement::read_handler(name);
+  }
+
+  // Compiled here, on the control thread; the data path only swaps programs.
+  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override {
+    if (name != "expr") return std::nullopt;
+    std::string err;
+    auto f = PcapFilter::compile(value, link(), &err);
+    if (!f) throw HandlerError(err);
+    auto compiled = std::make_shared<PcapFilter>(std::move(*f));
+    return [this, compiled] { filter_.emplace(std::move(*compiled)); };
   }
 
  protected:
@@ -76,6 +103,12 @@ class FilterRuntime final : public RuntimeElement {
   }
 
  private:
+  // The lane's link type: fixed once its source is open.
+  LinkType link() const {
+    SourceElement *src = ctx_.lane_source(lane() >= 0 ? lane() : 0);
+    return src ? src->link_type() : LinkType::Ethernet;
+  }
+
   std::optional<PcapFilter> filter_;
 };
 SLUICE_RUNTIME("Filter", FilterRuntime);

@@ -32,6 +32,10 @@ const ElementSpec &ring_spec() {
                    .pos()
                    .describe("Packets the ring holds. 64K packets absorb "
                              "about 4.4ms of traffic at 14.88Mpps (10Gbps of minimum-size frames)."))
+          .handler("capacity", "Packets the ring holds.")
+          .handler("occupancy", "Packets in the ring now.")
+          .handler("peak", "Highest occupancy so far.")
+          .handler("waits", "Times an offline producer waited for room.")
           .input(PortSpec::packets("in").describe("Packets from the segment before the ring."))
           .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."));
   return spec;
@@ -48,11 +52,36 @@ class RingRuntime final : public RuntimeElement {
  protected:
   void push(int, PacketBatch &batch) override { emit(0, batch); }
   void report(std::vector<std::string> &lines) const override {
+    if (const Channel *ch = channel())
+      lines.push_back("ring: capacity " + std::to_string(ch->capacity()) + ", highest occupancy " +
+                      std::to_string(ch->max_occupancy()) + ", waits for room " + std::to_string(ch->waits()));
+  }
+
+  std::optional<std::string> read_handler(const std::string &name) const override {
+    const Channel *ch = channel();
+    if (ch && name == "capacity") return std::to_string(ch->capacity());
+    if (ch && name == "occupancy") return std::to_string(ch->occupancy());
+    if (ch && name == "peak") return std::to_string(ch->max_occupancy());
+    if (ch && name == "waits") return std::to_string(ch->waits());
+    return RuntimeElement::read_handler(name);
+  }
+
+  void report_metrics(MetricSink &out) const override {
+    const Channel *ch = channel();
+    if (!ch) return;
+    out.gauge("ring_occupancy_packets", "Packets in the ring.", double(ch->occupancy()));
+    out.gauge("ring_capacity_packets", "Packets the ring holds.", double(ch->capacity()));
+    out.gauge("ring_peak_occupancy_packets", "Highest occupancy of the ring so far.", double(ch->max_occupancy()));
+    out.counter("ring_producer_waits_total", "Times an offline producer waited for room in the ring.",
+                double(ch->waits()));
+  }
+
+ private:
+  // The runtime puts a channel on the output of a thread boundary.
+  const Channel *channel() const {
     for (const OutputTarget &t : targets(0))
-      if (t.channel)
-        lines.push_back("ring: capacity " + std::to_string(t.channel->capacity()) + ", highest occupancy " +
-                        std::to_string(t.channel->max_occupancy()) + ", waits for room " +
-                        std::to_string(t.channel->waits()));
+      if (t.channel) return t.channel;
+    return nullptr;
   }
 };
 SLUICE_RUNTIME("Ring", RingRuntime);

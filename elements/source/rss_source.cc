@@ -218,6 +218,21 @@ class RSSSourceRuntime final : public SourceElement {
       for (auto &l : reader_->dev->losses()) out.push_back(l);
   }
 
+  // DPDK's port statistics, once per device.
+  void report_metrics(MetricSink &out) const override {
+    if (!reader_ || lane_index() != 0) return;
+    for (const EthDevice::PortStats &p : reader_->dev->port_stats()) {
+      MetricSink::Labels l = {{"port", std::to_string(p.port)}, {"device", spec_.text}};
+      out.counter("port_received_packets_total", "Packets the DPDK port received (ipackets).", double(p.ipackets), l);
+      out.counter("port_received_bytes_total", "Bytes the DPDK port received (ibytes).", double(p.ibytes), l);
+      out.counter("port_missed_packets_total", "Packets the port dropped for lack of room in its receive queue (imissed).",
+                  double(p.imissed), l);
+      out.counter("port_rx_nombuf_total", "Receive buffer allocation failures of the port (rx_nombuf).",
+                  double(p.rx_nombuf), l);
+      out.counter("port_error_packets_total", "Erroneous packets the port received (ierrors).", double(p.ierrors), l);
+    }
+  }
+
   void report(std::vector<std::string> &lines) const override {
     if (!reader_) return;
     if (lane_index() == 0)

@@ -380,6 +380,11 @@ unsigned FlowCache::settle(Entry &e, FlowRecord &rec) {
 }
 
 void FlowCache::emit(const Entry &e, FlowEndReason r, FlowRecord &rec) {
+  fill(e, r, rec);
+  ++stats_.ended[unsigned(r)];
+}
+
+void FlowCache::fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const {
   uint64_t w[5];
   load_key(e.key, w);
   if (e.state & kFwdRev) reverse_key(w);
@@ -405,7 +410,109 @@ void FlowCache::emit(const Entry &e, FlowEndReason r, FlowRecord &rec) {
   rec.biflow = cfg_.bidirectional ? 1 : 0;
   rec.lane = cfg_.lane;
   rec.pad = 0;
-  ++stats_.ended[unsigned(r)];
+}
+
+void FlowCache::set_timeouts(uint64_t idle_ns, uint64_t active_ns) {
+  if (idle_ns == 0 || active_ns == 0) throw std::invalid_argument("flow cache timeouts must be > 0");
+  cfg_.idle_ns = idle_ns;
+  cfg_.active_ns = active_ns;
+  end_timeout_ns_ = std::min(idle_ns, cfg_.end_grace_ns);
+}
+
+void FlowCache::adopt(const FlowCache &from, const std::function<void(const FlowRecord &)> &evicted) {
+  now_ = std::max(now_, from.now_);
+  for (uint32_t i = 0; i < from.bump_; ++i) {
+    const Entry &e = from.entries_[i];
+    if (!(e.state & kUsed) || !has_packets(e)) continue;  // an empty rest would end silently
+    uint64_t fwd[5];
+    load_key(e.key, fwd);
+    if (e.state & kFwdRev) reverse_key(fwd);
+    for (unsigned d = 0; d < 2; ++d) {
+      if (!e.packets[d]) continue;
+      uint64_t w[5];
+      std::memcpy(w, fwd, sizeof w);
+      if (d == 1) reverse_key(w);
+      for (int k = 0; k < 5; ++k) w[k] &= key_mask_[k];
+      uint8_t swapped = 0;
+      if (cfg_.bidirectional) {  // canonical order, as prepare() makes it
+        uint64_t sp = w[4] & 0xffff, dp = w[4] >> 16 & 0xffff;
+        if (w[0] != w[2] ? w[0] > w[2] : w[1] != w[3] ? w[1] > w[3] : sp > dp) reverse_key(w), swapped = 1;
+      }
+      Prepared p{};
+      store_key(p.key, w);
+      uint64_t h = hash_key(w);
+      p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
+      p.tag = uint16_t(h) ? uint16_t(h) : 1;
+      uint32_t s = lookup(p);
+      if (s == kNone) {
+        if (used_ == capacity_) {  // no room: this direction leaves now, as a uniflow record
+          FlowRecord rec;
+          from.fill(e, FlowEndReason::LackOfResources, rec);
+          uint64_t k[5];
+          std::memcpy(k, fwd, sizeof k);
+          if (d == 1) reverse_key(k), rec.fwd = rec.rev;
+          store_key(rec.key, k);
+          std::memset(&rec.rev, 0, sizeof rec.rev);
+          rec.biflow = cfg_.bidirectional ? 1 : 0;
+          rec.lane = cfg_.lane;
+          ++stats_.evicted;
+          ++stats_.ended[unsigned(FlowEndReason::LackOfResources)];
+          evicted(rec);
+          continue;
+        }
+        s = alloc_slot();
+        Entry &n = entries_[s];
+        std::memset(static_cast<void *>(&n), 0, sizeof n);
+        n.key = p.key;
+        n.home = p.home;
+        n.state = uint8_t(kUsed | kRef | (swapped ? kFwdRev : 0));
+        index_insert(s, p.home, p.tag);
+        ++stats_.created;
+      }
+      Entry &n = entries_[s];
+      // Which direction of the entry here this one is (uni: always forward).
+      unsigned to = cfg_.bidirectional && swapped != ((n.state & kFwdRev) ? 1 : 0) ? 1 : 0;
+      if (n.packets[to] == 0) {
+        n.first_ns[to] = e.first_ns[d], n.dir_last_ns[to] = e.dir_last_ns[d];
+        n.min_len[to] = e.min_len[d], n.max_len[to] = e.max_len[d];
+      } else {
+        n.first_ns[to] = std::min(n.first_ns[to], e.first_ns[d]);
+        n.dir_last_ns[to] = std::max(n.dir_last_ns[to], e.dir_last_ns[d]);
+        n.min_len[to] = std::min(n.min_len[to], e.min_len[d]);
+        n.max_len[to] = std::max(n.max_len[to], e.max_len[d]);
+      }
+      n.packets[to] += e.packets[d];
+      n.octets[to] += e.octets[d];
+      n.tcp_flags[to] |= e.tcp_flags[d];
+      n.last_ns = std::max(n.last_ns, e.last_ns);
+      // Ended by a FIN or RST: a biflow's mark covers both directions; split
+      // into uniflows, only the direction that sent one is ended.
+      bool ended = from.cfg_.bidirectional && !cfg_.bidirectional ? (e.tcp_flags[d] & (kTcpFin | kTcpRst)) != 0
+                                                                  : (e.state & kEnded) != 0;
+      if (ended) n.state |= kEnded;
+      // The forward direction is the one that sent first.
+      if (n.packets[0] && n.packets[1] && n.first_ns[1] < n.first_ns[0]) {
+        std::swap(n.packets[0], n.packets[1]);
+        std::swap(n.octets[0], n.octets[1]);
+        std::swap(n.first_ns[0], n.first_ns[1]);
+        std::swap(n.dir_last_ns[0], n.dir_last_ns[1]);
+        std::swap(n.min_len[0], n.min_len[1]);
+        std::swap(n.max_len[0], n.max_len[1]);
+        std::swap(n.tcp_flags[0], n.tcp_flags[1]);
+        n.state ^= kFwdRev;
+      }
+    }
+  }
+}
+
+void FlowCache::peek(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const {
+  FlowRecord rec;
+  for (size_t i = begin; i < std::min<size_t>(end, bump_); ++i) {
+    const Entry &e = entries_[i];
+    if (!(e.state & kUsed) || !has_packets(e)) continue;
+    fill(e, FlowEndReason(0), rec);
+    fn(rec);
+  }
 }
 
 // Frees one entry for a new flow (the table is full). A CLOCK sweep of at most

@@ -108,6 +108,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
@@ -176,6 +177,27 @@ class FlowCache {
   // until it returns 0. The table is then empty and can be used again.
   size_t flush(FlowRecord *out, size_t max_out, size_t *n_out);
 
+  // New timeouts (both > 0, else invalid_argument), in force from the next
+  // check on: a running table reconfigured (`sluice ctl write`, reload).
+  void set_timeouts(uint64_t idle_ns, uint64_t active_ns);
+  // on_full evict (true) or drop, from the next new flow on.
+  void set_evict_when_full(bool evict) { cfg_.evict_when_full = evict; }
+
+  // What each flow in entry slots [begin, end) has counted so far, as a
+  // record with reason 0, the table unchanged (`sluice ctl flows`).
+  void peek(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const;
+
+  // A hot reload replaced this table's element (a new capacity, key or
+  // direction): every flow of `from` moves in, counters, times and flags
+  // kept. Each direction of a flow is re-keyed with this table's key and
+  // merged into the flow it belongs to here, so flows that only differed by a
+  // field this key leaves out become one, and bi and uni tables exchange
+  // flows (a biflow splits into its two directions; two directions meet).
+  // The forward direction stays the one with the first packet. A direction
+  // that finds no room leaves at once with reason LackOfResources through
+  // `evicted` (counted in Stats::evicted). `from` is left as it was.
+  void adopt(const FlowCache &from, const std::function<void(const FlowRecord &)> &evicted);
+
   size_t slots() const { return capacity_; }     // entry slots, the range of expire()
   size_t active() const { return used_; }        // entries in use
   size_t capacity() const { return capacity_; }  // flows
@@ -217,6 +239,7 @@ class FlowCache {
   void release(uint32_t slot);
   bool make_room(FlowRecord *out, unsigned *n_out);
   unsigned settle(Entry &e, FlowRecord &rec);
+  void fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const;  // the record, nothing counted
   void emit(const Entry &e, FlowEndReason r, FlowRecord &rec);
 
   FlowCacheConfig cfg_;

@@ -4,6 +4,8 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
+#include <rte_malloc.h>
+#include <rte_memory.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -38,6 +40,13 @@ void unpin_current_thread() {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
+int dpdk_socket_for_node(int node) {
+  rte_malloc_socket_stats stats{};
+  if (node < 0 || rte_malloc_get_socket_stats(node, &stats) != 0 || stats.heap_totalsz_bytes == 0)
+    return SOCKET_ID_ANY;
+  return node;
+}
+
 bool init_eal(const EalRequest &req, std::string *error) {
   static std::mutex m;
   std::lock_guard lock(m);
@@ -50,7 +59,11 @@ bool init_eal(const EalRequest &req, std::string *error) {
   bool sets_memory = std::any_of(args.begin(), args.end(), [](const std::string &a) {
     return a == "-m" || a.rfind("--socket-mem", 0) == 0;
   });
-  if (!sets_memory) {
+  if (!sets_memory && !has("--no-huge") && !req.node_memory_mb.empty()) {
+    std::string per_node;
+    for (unsigned mb : req.node_memory_mb) per_node += (per_node.empty() ? "" : ",") + std::to_string(mb);
+    args.insert(args.end(), {"--socket-mem", per_node});
+  } else if (!sets_memory) {
     args.push_back("-m");
     args.push_back(std::to_string(req.memory_mb));
   }

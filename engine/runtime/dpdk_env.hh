@@ -10,6 +10,8 @@ namespace sluice {
 struct EalRequest {
   std::vector<std::string> args;  // from the host profile, e.g. --no-huge
   unsigned memory_mb = 256;       // what the run's pools need, with headroom
+  // With hugepages: what each NUMA node's lanes need (--socket-mem); empty: memory_mb anywhere
+  std::vector<unsigned> node_memory_mb;
   bool pci = false;               // a device given by PCI address: scan the PCI bus
   std::vector<std::string> allow; // PCI addresses to use (-a)
 };
@@ -23,5 +25,10 @@ bool init_eal(const EalRequest &req, std::string *error);
 // (EAL's pinning would otherwise be inherited by every thread).
 const std::vector<int> &process_cpus();
 void unpin_current_thread();
+
+// The DPDK socket id to allocate on for a NUMA node: the node itself when
+// DPDK has memory there, else SOCKET_ID_ANY (without hugepages all of
+// DPDK's memory is one heap, on socket 0).
+int dpdk_socket_for_node(int node);
 
 }  // namespace sluice

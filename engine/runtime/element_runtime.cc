@@ -14,9 +14,10 @@ RuntimeRegistry &RuntimeRegistry::global() {
 
 RuntimeElement::RuntimeElement(const Node &node, RunContext &ctx)
     : ctx_(ctx), node_(&node), name_(node.name), lane_(node.lane) {
-  const Element &e = ctx.graph().graph->elements[node.element];
-  class_name_ = e.spec->name;
-  outputs_.resize(e.spec->outputs.size());
+  // From the node, not ctx.graph(): a hot reload makes instances of the next
+  // graph while the running one is still the context's.
+  class_name_ = node.spec->name;
+  outputs_.resize(node.spec->outputs.size());
 }
 
 void RuntimeElement::connect(int out_port, OutputTarget t) {
@@ -110,6 +111,28 @@ void RuntimeElement::absorb_all(PacketBatch &batch) {
   counters.absorbed.add(batch.count);
   rte_pktmbuf_free_bulk(batch.pkts, batch.count);
   batch.count = 0;
+}
+
+std::optional<std::string> RuntimeElement::read_handler(const std::string &name) const {
+  const ElementCounters &c = counters;
+  auto number = [](uint64_t v) { return std::optional<std::string>(std::to_string(v)); };
+  if (name == "in") return number(c.in.get());
+  if (name == "out") return number(c.out.get());
+  if (name == "absorbed") return number(c.absorbed.get());
+  if (name == "copies") return number(c.copies.get());
+  if (name == "dropped") return number(c.dropped());
+  if (name == "bytes") return number(c.in_bytes.get());
+  if (name == "records_in") return number(c.records_in.get());
+  if (name == "records_out") return number(c.records_out.get());
+  if (name == "records_absorbed") return number(c.records_absorbed.get());
+  if (name == "drops") {
+    std::string lines;
+    for (size_t r = 0; r < c.reasons.size(); ++r)
+      lines += c.reasons[r] + (c.of_records[r] ? " (records): " : ": ") + std::to_string(c.drops[r].get()) + "\n";
+    if (!lines.empty()) lines.pop_back();
+    return lines;
+  }
+  return std::nullopt;
 }
 
 const Value &RuntimeElement::arg(std::string_view n) const {

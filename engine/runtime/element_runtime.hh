@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,27 @@ namespace sluice {
 class RuntimeElement;
 class Channel;
 struct RunContext;
+
+// A handler's value cannot be written (a bad expression, out of range): the
+// message goes to the `sluice ctl` caller.
+struct HandlerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Where an element reports numbers for the metrics endpoint. Names are
+// without the `sluice_` prefix, in base units (seconds, bytes), counters end
+// in `_total`; the endpoint adds the element's lane and name as labels.
+class MetricSink {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  virtual ~MetricSink() = default;
+  virtual void counter(const std::string &name, const std::string &help, double value, const Labels &labels = {}) = 0;
+  virtual void gauge(const std::string &name, const std::string &help, double value, const Labels &labels = {}) = 0;
+  // buckets: (upper bound, observations <= it), ascending; +Inf is `count`.
+  virtual void histogram(const std::string &name, const std::string &help,
+                         const std::vector<std::pair<double, uint64_t>> &buckets, double sum, uint64_t count,
+                         const Labels &labels = {}) = 0;
+};
 
 // Where an output port leads: an element of the same segment, or a channel
 // to another segment (through a Ring, or the merge into a shared element).
@@ -52,6 +75,21 @@ class RuntimeElement {
   // thread: open files, compile expressions. Throws std::runtime_error with a
   // message for the user when the element cannot run.
   virtual void prepare() {}
+
+  // Hot reload (engine/runtime/runtime_reload.cc), run on the control thread
+  // while no segment runs. A kept instance now stands for the same element's
+  // node in the new graph (its arguments are read from there) and loses its
+  // old connections; reconfigure() applies the arguments marked live() that
+  // changed; relink() finds again the instances it refers to (a GCSlicer's
+  // table may be a new one). A migrated element's new instance takes over
+  // the old one's state in adopt_state() (a flow table's flows).
+  void rebind(const Node &n) { node_ = &n; }
+  void disconnect_all() {
+    for (Output &o : outputs_) o.targets.clear();
+  }
+  virtual void reconfigure() {}
+  virtual void relink() {}
+  virtual void adopt_state(RuntimeElement &old) {}
   // Flow records arriving on input `port` (a flows stream), counted.
   void receive_flows(int port, FlowBatch &batch) {
     counters.records_in.add(batch.count);
@@ -68,6 +106,34 @@ class RuntimeElement {
   virtual void flush() {}
   // Lines for the run summary beyond the packet counters.
   virtual void report(std::vector<std::string> &lines) const {}
+
+  // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`, declared in
+  // the spec: ElementSpec::handler). Reads and applied writes run on the
+  // element's segment thread between two batches (SegmentRunner::call), so
+  // they may touch any state. An override answers its own names and passes
+  // the others to its base (which answers the common counter handlers).
+  // The value as text; nullopt when the element has no such handler.
+  virtual std::optional<std::string> read_handler(const std::string &name) const;
+  // A write, in two steps: this runs on the control thread and may only
+  // read what does not change while running (arguments, the link type); it
+  // parses and prepares the value (compiles a filter) and throws
+  // HandlerError for a bad one. The change it returns runs on the segment
+  // thread. nullopt when the element has no such writable handler.
+  using HandlerChange = std::function<void()>;
+  virtual std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) {
+    return std::nullopt;
+  }
+  // Numbers for the metrics endpoint beyond the counters (which are read
+  // from any thread). Runs on the segment thread between two batches.
+  virtual void report_metrics(MetricSink &out) const {}
+  // Whether counters.in_bytes is kept (sources, Counter).
+  virtual bool counts_bytes() const { return false; }
+  // Elements that hold flows (FlowTable): entry slots of the table, fixed
+  // for the run (readable from any thread; 0: holds no flows), and what the
+  // active flows in slots [begin, end) have counted so far, as records with
+  // reason 0, without changing them. On the segment thread.
+  virtual size_t flow_slots() const { return 0; }
+  virtual void peek_flows(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const {}
 
   // Sends a batch out of output `port` (for segment programs: a source's batch).
   void send(int port, PacketBatch &batch) { emit(port, batch); }
@@ -135,6 +201,7 @@ class SourceElement : public RuntimeElement {
   // no mbuf), by reason: they count as received and dropped.
   virtual void device_drops(std::vector<std::pair<std::string, uint64_t>> &out) const {}
   uint64_t received_bytes() const { return counters.in_bytes.get(); }
+  bool counts_bytes() const override { return true; }
   // The link layer of the packets (pcap files may carry others than Ethernet).
   virtual LinkType link_type() const { return LinkType::Ethernet; }
   // Whether packets carry a capture time (trace files, TrafficGen) in anno().time_ns.

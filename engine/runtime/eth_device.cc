@@ -230,7 +230,7 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
     // spare, was lost by net_pcap: the rest of the file is counted lost.
     bool done = !held_ && !next_shadow_record();
     if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n) {
-      do ++lost_; while (next_shadow_record());
+      do lost_.add(); while (next_shadow_record());
       held_ = false;
       done = true;
     }
@@ -257,7 +257,7 @@ void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
         info[i] = {record_.ns, record_.len};
         break;
       }
-      ++lost_;
+      lost_.add();
     }
   }
 }
@@ -272,13 +272,22 @@ bool EthDevice::next_shadow_record() {
   return true;
 }
 
+std::vector<EthDevice::PortStats> EthDevice::port_stats() const {
+  std::vector<PortStats> out;
+  for (uint16_t p : ports_) {
+    rte_eth_stats st;
+    if (rte_eth_stats_get(p, &st) == 0) out.push_back({p, st.ipackets, st.ibytes, st.imissed, st.rx_nombuf, st.ierrors});
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {
   uint64_t missed = 0, nombuf = 0, errors = 0;
   for (uint16_t p : ports_) {
     rte_eth_stats st;
     if (rte_eth_stats_get(p, &st) == 0) missed += st.imissed, nombuf += st.rx_nombuf, errors += st.ierrors;
   }
-  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = lost_;  // what the shadow reader found missing
+  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = lost_.get();  // what the shadow reader found missing
   return {{"rx missed", missed}, {"rx no buffer", nombuf}, {"rx errors", errors}};
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/packet/packet_meta.hh"
+#include "engine/runtime/counters.hh"
 
 struct pcap;  // libpcap's pcap_t
 
@@ -59,6 +60,13 @@ class EthDevice {
   uint16_t receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
   // Packets the device saw that never reached us, by reason.
   std::vector<std::pair<std::string, uint64_t>> losses() const;
+  // DPDK's statistics of each port (rte_eth_stats_get), for the metrics
+  // endpoint. Any thread: the counters are only read, as DPDK's telemetry does.
+  struct PortStats {
+    uint16_t port;
+    uint64_t ipackets, ibytes, imissed, rx_nombuf, ierrors;
+  };
+  std::vector<PortStats> port_stats() const;
 
  private:
   uint64_t timestamp(const rte_mbuf *m) const {
@@ -79,7 +87,7 @@ class EthDevice {
   std::vector<uint16_t> ports_;        // pcap: one per file, read in order
   std::vector<std::string> vdevs_;     // to remove at the end
   size_t current_ = 0;                 // pcap: the file being read
-  uint64_t lost_ = 0;                  // pcap: packets read but lost for lack of buffers
+  Counter lost_;                       // pcap: packets read but lost for lack of buffers (any lane reads)
   struct Record {
     uint64_t ns;
     uint32_t caplen, len;

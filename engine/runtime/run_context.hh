@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/graph.hh"
+#include "engine/placement/placement.hh"
 
 struct rte_mempool;
 
@@ -20,6 +21,8 @@ struct RunOptions {
   std::vector<std::string> eal_args;  // from the host profile
   uint64_t duration_ns = 0;           // 0: until end of input or Ctrl-C
   bool status_line = true;            // live status once a second
+  // Where each segment runs and its memory lives (sluice plan); null: anywhere.
+  std::shared_ptr<const Placement> placement;
   int status_fd = 2;
 };
 
@@ -56,6 +59,9 @@ struct RunContext {
   // Memory for packets: one pool per source element, shared by its lanes,
   // sized for what the lanes can hold at once (rings, descriptors, bursts).
   rte_mempool *pool_for_source(int element, unsigned data_room);
+  // The DPDK socket for memory of a segment's lane: its planned node where
+  // DPDK has memory, else any.
+  int memory_socket(int segment) const;
   std::vector<unsigned> lane_mbufs;  // by lane
   std::vector<std::pair<int, rte_mempool *>> pools;
 

@@ -48,18 +48,24 @@ rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
   for (auto &[e, p] : pools)
     if (e == element) return p;
   unsigned n = 0;
+  int segment = -1;  // the source's lanes share its node: the pool lives there
   for (const Lane &l : lanes->lanes)
-    if (l.source == element) n += lane_mbufs[l.id];
+    if (l.source == element) n += lane_mbufs[l.id], segment = l.segments.front();
   static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
   std::string name = "pool" + std::to_string(next++);
   rte_mempool *p = rte_pktmbuf_pool_create(name.c_str(), n, 256, kMbufPrivSize,
-                                           uint16_t(RTE_PKTMBUF_HEADROOM + data_room), SOCKET_ID_ANY);
+                                           uint16_t(RTE_PKTMBUF_HEADROOM + data_room), memory_socket(segment));
   if (!p)
     throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for '" +
                              lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno) +
                              " (give DPDK more memory in the host profile, or use smaller rings)");
   pools.emplace_back(element, p);
   return p;
+}
+
+int RunContext::memory_socket(int segment) const {
+  if (!options.placement || segment < 0) return SOCKET_ID_ANY;
+  return dpdk_socket_for_node(options.placement->segments[size_t(segment)].node);
 }
 
 void RunContext::claim_output_file(const std::string &path, const std::string &element) {
@@ -114,9 +120,23 @@ bool Runtime::setup(std::string *error) {
     for (const Node &n : lg.nodes)
       if (const ResolvedArg *a = n.arg("rx_desc"); a && n.lane >= 0) ctx_.lane_mbufs[n.lane] += unsigned(a->value.integer);
 
+    // A plan made for another machine, or for cpus this process may not
+    // use (taskset, cgroups), cannot be applied here.
+    const Placement *plan = ctx_.options.placement.get();
+    if (plan)
+      for (const SegmentPlacement &sp : plan->segments)
+        if (std::find(process_cpus().begin(), process_cpus().end(), sp.cpu) == process_cpus().end())
+          throw std::runtime_error("the plan puts segment " + std::to_string(sp.segment) + " on cpu " +
+                                   std::to_string(sp.cpu) + ", which this process cannot use (cpus " +
+                                   format_cpu_list(process_cpus()) + ")" +
+                                   (plan->this_machine ? "" : ": host profile '" + plan->host +
+                                                                  "' describes another machine; `sluice plan` "
+                                                                  "shows its plan"));
+
     EalRequest eal;
     eal.args = ctx_.options.eal_args;
     double bytes = 0;
+    std::vector<double> node_bytes;  // with a plan: by NUMA node
     for (const Lane &l : lg.lanes) {
       // Buffers hold 2 KiB frames, or TrafficGen's largest size.
       double room = RTE_MBUF_DEFAULT_DATAROOM;
@@ -126,11 +146,22 @@ bool Runtime::setup(std::string *error) {
             for (const Value &v : sz->value.is_list ? sz->value.items : std::vector<Value>{sz->value})
               if (!v.is_symbol) room = std::max(room, double(v.integer));
           }
-      bytes += double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
+      double lane_bytes = double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
+      bytes += lane_bytes;
+      if (plan) {
+        size_t node = size_t(plan->lanes[size_t(l.id)].node);
+        node_bytes.resize(std::max(node_bytes.size(), node + 1));
+        node_bytes[node] += lane_bytes;
+      }
     }
     // mempool object headers and page alignment (objects do not straddle
     // 4 KiB pages without hugepages), rings, EAL's own needs
     eal.memory_mb = unsigned(bytes * 2 / (1 << 20)) + 128;
+    // With hugepages, each node reserves what its lanes need; EAL's own
+    // needs go to node 0.
+    if (plan && plan->hugepages)
+      for (size_t n = 0; n < node_bytes.size(); ++n)
+        eal.node_memory_mb.push_back(unsigned(node_bytes[n] * 2 / (1 << 20)) + (n == 0 ? 128 : node_bytes[n] ? 64 : 0));
     for (const Node &n : lg.nodes) {
       if (g.elements[n.element].spec->name != "RSSSource") continue;
       const ResolvedArg *dev = n.arg("device");
@@ -156,43 +187,9 @@ bool Runtime::setup(std::string *error) {
     for (auto &e : elements_) ctx_.instances.push_back(e.get());
     for (const Lane &l : lg.lanes)
       if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
-    for (const Segment &s : lg.segments) segments_.push_back(std::make_unique<SegmentRunner>(s));
-
-    // Edges: within a segment a direct call, between segments a channel.
-    for (const Edge &ed : lg.edges) {
-      RuntimeElement *from = elements_[ed.from].get();
-      RuntimeElement *to = elements_[ed.to].get();
-      if (!ed.crosses_segments) {
-        from->connect(ed.from_port, {to, ed.to_port, nullptr});
-        continue;
-      }
-      const Node &fn = lg.nodes[ed.from];
-      const ElementSpec &fspec = *g.elements[fn.element].spec;
-      bool ring = fspec.is_thread_boundary();
-      StreamType type = fspec.output_port(ed.from_port)->type;
-      unsigned cap = kMergeCapacity;
-      if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
-      auto ch = std::make_unique<Channel>(from->name(), type, cap, SOCKET_ID_ANY);
-      bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
-      const char *full = ring ? "ring full" : type == StreamType::Flows ? "export queue full" : "shared input full";
-      ch->set_overflow(from, from->counters.reason(full, type == StreamType::Flows), !live);
-      ch->set_target({to, ed.to_port, nullptr});
-      from->connect(ed.from_port, {nullptr, 0, ch.get()});
-      segments_[fn.segment]->add_output(ch.get());
-      segments_[lg.nodes[ed.to].segment]->add_input(ch.get());
-      channels_.push_back(std::move(ch));
-    }
-    for (const Segment &s : lg.segments) {
-      SegmentRunner &r = *segments_[s.id];
-      for (int v : s.nodes) {
-        RuntimeElement *e = elements_[v].get();
-        r.add_element(e);
-        if (auto *src = dynamic_cast<SourceElement *>(e)) {
-          r.add_source(src);
-          if (const ResolvedArg *b = lg.nodes[v].arg("burst")) r.set_burst(unsigned(b->value.integer));
-        }
-      }
-    }
+    std::vector<RuntimeElement *> instances;
+    for (auto &e : elements_) instances.push_back(e.get());
+    build_segments(lg, instances, segments_, channels_);
     // Sources open their devices or generate their traffic.
     for (auto &e : elements_)
       if (auto *s = dynamic_cast<SourceElement *>(e.get())) s->start();
@@ -204,10 +201,79 @@ bool Runtime::setup(std::string *error) {
   return true;
 }
 
+// One runner per segment of `lg`, on its planned site; within a segment an
+// edge is a direct call, between segments a channel (at setup, and for the
+// next graph of a hot reload).
+void Runtime::build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
+                             std::vector<std::unique_ptr<SegmentRunner>> &segs,
+                             std::vector<std::unique_ptr<Channel>> &chans) {
+  const ElementGraph &g = *lg.graph;
+  const Placement *plan = ctx_.options.placement.get();
+  for (const Segment &s : lg.segments) {
+    segs.push_back(std::make_unique<SegmentRunner>(s));
+    if (!plan) continue;
+    const SegmentPlacement &sp = plan->segments[size_t(s.id)];
+    ThreadSite site{sp.cpu, sp.node, 0, 0};
+    if (s.role == Segment::Role::Acquisition && plan->acquisition.mode == AcquisitionPolicy::Mode::Periodic)
+      site.deadline_runtime_ns = plan->acquisition.runtime_ns, site.deadline_period_ns = plan->acquisition.period_ns;
+    segs.back()->set_site(site);
+  }
+
+  // Edges: within a segment a direct call, between segments a channel.
+  for (const Edge &ed : lg.edges) {
+    RuntimeElement *from = inst[ed.from];
+    RuntimeElement *to = inst[ed.to];
+    if (!ed.crosses_segments) {
+      from->connect(ed.from_port, {to, ed.to_port, nullptr});
+      continue;
+    }
+    const Node &fn = lg.nodes[ed.from];
+    const ElementSpec &fspec = *g.elements[fn.element].spec;
+    bool ring = fspec.is_thread_boundary();
+    StreamType type = fspec.output_port(ed.from_port)->type;
+    unsigned cap = kMergeCapacity;
+    if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
+    auto ch = std::make_unique<Channel>(from->name(), type, cap, ctx_.memory_socket(fn.segment));
+    bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
+    const char *full = ring ? "ring full" : type == StreamType::Flows ? "export queue full" : "shared input full";
+    ch->set_overflow(from, from->counters.reason(full, type == StreamType::Flows), !live);
+    ch->set_target({to, ed.to_port, nullptr});
+    from->connect(ed.from_port, {nullptr, 0, ch.get()});
+    segs[fn.segment]->add_output(ch.get());
+    segs[lg.nodes[ed.to].segment]->add_input(ch.get());
+    chans.push_back(std::move(ch));
+  }
+  for (const Segment &s : lg.segments) {
+    SegmentRunner &r = *segs[s.id];
+    for (int v : s.nodes) {
+      RuntimeElement *e = inst[v];
+      r.add_element(e);
+      if (auto *src = dynamic_cast<SourceElement *>(e)) {
+        r.add_source(src);
+        if (const ResolvedArg *b = lg.nodes[v].arg("burst")) r.set_burst(unsigned(b->value.integer));
+      }
+    }
+  }
+}
+
+std::string Runtime::where_it_ran(const SegmentRunner &seg) const {
+  const SegmentPlacement &sp = ctx_.options.placement->segments[size_t(seg.segment().id)];
+  std::vector<int> seen = seg.cpus_seen();
+  std::sort(seen.begin(), seen.end());
+  std::string out = "planned cpu " + std::to_string(sp.cpu) + ", ran on cpu" + (seen.size() == 1 ? " " : "s ") +
+                    format_cpu_list(seen);
+  out += dpdk_socket_for_node(sp.node) == sp.node
+             ? "; memory on node " + std::to_string(sp.node)
+             : "; memory anywhere (DPDK has none on node " + std::to_string(sp.node) + ")";
+  if (!seg.settlement().note.empty()) out += "; " + seg.settlement().note;
+  else if (seg.settlement().deadline) out += "; SCHED_DEADLINE";
+  return out;
+}
+
 std::vector<const RuntimeElement *> Runtime::lane_elements(int lane) const {
   std::vector<const RuntimeElement *> out;
-  for (const auto &e : elements_)
-    if (e->lane() == lane) out.push_back(e.get());
+  for (const RuntimeElement *e : all_instances())
+    if (e->lane() == lane) out.push_back(e);
   return out;
 }
 
@@ -237,16 +303,19 @@ void Runtime::run() {
   std::vector<uint64_t> last_pkts(lane_source_.size()), last_bytes(lane_source_.size());
   auto last = t0;
   auto all_done = [&] {
+    std::shared_lock structure(structure_mutex_);  // a reload may be swapping the segments
     return std::all_of(segments_.begin(), segments_.end(), [](const auto &s) { return s->done(); });
   };
   while (!all_done()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (on_tick_) on_tick_();
     auto now = std::chrono::steady_clock::now();
     double t = std::chrono::duration<double>(now - t0).count();
     if (ctx_.options.duration_ns && t * 1e9 >= double(ctx_.options.duration_ns)) request_stop();
     double dt = std::chrono::duration<double>(now - last).count();
     if (dt >= 1.0) {
       if (ctx_.options.status_line) {
+        std::shared_lock structure(structure_mutex_);
         std::string line = status_line(t, last_pkts, last_bytes, dt) + "\n";
         (void)!write(ctx_.options.status_fd, line.data(), line.size());
       }
@@ -257,10 +326,17 @@ void Runtime::run() {
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::vector<const RuntimeElement *> Runtime::all_instances() const {
+  std::vector<const RuntimeElement *> out;
+  for (const auto &e : elements_) out.push_back(e.get());
+  for (const auto &e : retired_elements_) out.push_back(e.get());
+  return out;
+}
+
 RunTotals Runtime::totals() const {
   RunTotals t;
-  for (const auto &e : elements_) {
-    if (auto *s = dynamic_cast<const SourceElement *>(e.get())) {
+  for (const RuntimeElement *e : all_instances()) {
+    if (auto *s = dynamic_cast<const SourceElement *>(e)) {
       t.received += s->counters.in.get();
       std::vector<std::pair<std::string, uint64_t>> dd;
       s->device_drops(dd);
@@ -282,7 +358,8 @@ std::string Runtime::summary() const {
     o << buf;
     for (const RuntimeElement *e : lane_elements(lane)) {
       const ElementCounters &c = e->counters;
-      snprintf(buf, sizeof buf, "  %-32s %12llu %12llu %12llu %12llu\n", e->name().c_str(),
+      std::string name = retired(e) ? e->name() + " (replaced)" : e->name();
+      snprintf(buf, sizeof buf, "  %-32s %12llu %12llu %12llu %12llu\n", name.c_str(),
                (unsigned long long)c.in.get(), (unsigned long long)c.out.get(),
                (unsigned long long)c.absorbed.get(), (unsigned long long)c.dropped());
       o << buf;
@@ -316,6 +393,10 @@ std::string Runtime::summary() const {
     o << "shared:\n";
     element_rows(-1);
   }
+  if (const Placement *plan = ctx_.options.placement.get()) {
+    o << "placement (host " << plan->host << "):\n";
+    for (const auto &seg : segments_) o << "  " << seg->label() << ": " << where_it_ran(*seg) << "\n";
+  }
   RunTotals t = totals();
   o << "accounting: received " << t.received << " + copies " << t.copies << " = absorbed " << t.absorbed
     << " + dropped " << t.dropped << (t.balanced() ? ": every packet accounted for\n" : ": MISMATCH\n");
@@ -348,10 +429,11 @@ std::string Runtime::summary_json() const {
       << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";
   o << "],\n \"elements\": [";
   bool first = true;
-  for (const auto &e : elements_) {
+  for (const RuntimeElement *e : all_instances()) {
     const ElementCounters &c = e->counters;
     o << (first ? "\n  " : ",\n  ") << "{\"name\": " << json_string(e->name()) << ", \"class\": "
-      << json_string(e->class_name()) << ", \"lane\": " << e->lane() << ", \"in\": " << c.in.get()
+      << json_string(e->class_name()) << ", \"lane\": " << e->lane()
+      << (retired(e) ? ", \"replaced\": true" : "") << ", \"in\": " << c.in.get()
       << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
       << ", \"bytes\": " << c.in_bytes.get() << ", \"records_in\": " << c.records_in.get()
       << ", \"records_out\": " << c.records_out.get() << ", \"records_absorbed\": " << c.records_absorbed.get()
@@ -361,7 +443,7 @@ std::string Runtime::summary_json() const {
       o << (fr ? "" : ", ") << json_string(c.reasons[r]) << ": " << c.drops[r].get();
       fr = false;
     }
-    if (const auto *s = dynamic_cast<const SourceElement *>(e.get())) {
+    if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
       std::vector<std::pair<std::string, uint64_t>> dd;
       s->device_drops(dd);
       for (auto &[r, n] : dd) {
@@ -371,6 +453,20 @@ std::string Runtime::summary_json() const {
     }
     o << "}}";
     first = false;
+  }
+  o << "\n],\n \"segments\": [";
+  const Placement *plan = ctx_.options.placement.get();
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const SegmentRunner &seg = *segments_[i];
+    const Segment &s = seg.segment();
+    const SegmentPlacement *sp = plan ? &plan->segments[size_t(s.id)] : nullptr;
+    o << (i ? ",\n  " : "\n  ") << "{\"segment\": " << s.id << ", \"lane\": " << s.lane << ", \"role\": \""
+      << segment_role_name(s.role) << "\", \"planned_cpu\": " << (sp ? sp->cpu : -1)
+      << ", \"node\": " << (sp ? sp->node : -1) << ", \"ran_on\": [";
+    for (size_t k = 0; k < seg.cpus_seen().size(); ++k) o << (k ? ", " : "") << seg.cpus_seen()[k];
+    o << "], \"pinned\": " << (seg.settlement().pinned ? "true" : "false")
+      << ", \"deadline\": " << (seg.settlement().deadline ? "true" : "false")
+      << ", \"note\": " << json_string(seg.settlement().note) << "}";
   }
   o << "\n]}\n";
   return o.str();

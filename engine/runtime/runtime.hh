@@ -4,11 +4,16 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "dsl/source.hh"
+#include "engine/reload/reload_plan.hh"
 #include "engine/runtime/channel.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/reload_stats.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/runtime/segment.hh"
 
@@ -21,6 +26,23 @@ struct RunTotals {
   uint64_t absorbed = 0;  // packets that ended in a sink
   uint64_t dropped = 0;   // packets dropped, all reasons
   bool balanced() const { return received + copies == absorbed + dropped; }
+};
+
+// A graph compiled for a hot reload. It lives as long as the run: instances
+// point into it.
+struct CompiledGraph {
+  SourceManager sources;
+  ElementGraph graph;
+  LaneGraph lanes;
+  std::shared_ptr<const Placement> placement;  // null: threads anywhere
+};
+
+// What a hot reload did. When !applied the old graph runs on, untouched.
+struct ReloadOutcome {
+  bool applied = false;
+  std::string error;  // why not (diagnostics with locations, or what failed)
+  ReloadPlan plan;
+  std::vector<uint64_t> lane_pause_ns;  // per lane: no new batch between these two instants
 };
 
 class Runtime {
@@ -49,12 +71,47 @@ class Runtime {
   const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return segments_; }
   // Called by run() once the threads have started (tests, control plane).
   void on_started(std::function<void()> f) { on_started_ = std::move(f); }
+  // Called by run() every 10 ms on its thread (a SIGHUP reload).
+  void on_tick(std::function<void()> f) { on_tick_ = std::move(f); }
   double elapsed_s() const { return elapsed_s_; }
+  // The lane graph, options and lane sources (control plane: plan, stats).
+  const RunContext &context() const { return ctx_; }
+  // Hot reload calls this once per attempt, applied or not, with each lane's
+  // pause; the metrics endpoint reads reload_stats().
+  void record_reload(bool applied, const std::vector<uint64_t> &lane_pause_ns) {
+    reload_stats_.record(applied, lane_pause_ns);
+  }
+  const ReloadStats &reload_stats() const { return reload_stats_; }
+
+  // Hot reload (runtime_reload.cc): replaces the running graph by `next`
+  // following plan_reload(): kept instances stay with their state, migrated
+  // ones hand it to their new instance, removed ones flush. Every segment
+  // stops at a batch boundary (upstream first, so rings drain through the
+  // old graph), the new segments start, the pause of each lane is measured.
+  // Anything that fails before the switch leaves the old graph running. With
+  // dry_run only the plan is made. One reload at a time; any thread but a
+  // segment's.
+  ReloadOutcome reload(std::shared_ptr<CompiledGraph> next, bool dry_run);
+  // Held (shared) by whoever walks elements() or segments() from another
+  // thread (control, metrics); a reload holds it exclusively while it swaps
+  // them.
+  std::shared_lock<std::shared_mutex> structure_lock() const { return std::shared_lock(structure_mutex_); }
 
  private:
   std::string status_line(double t, std::vector<uint64_t> &last_pkts, std::vector<uint64_t> &last_bytes,
                           double dt) const;
   std::vector<const RuntimeElement *> lane_elements(int lane) const;
+  // The running instances, then those reloads replaced (counted in the totals).
+  std::vector<const RuntimeElement *> all_instances() const;
+  bool retired(const RuntimeElement *e) const {
+    for (const auto &r : retired_elements_)
+      if (r.get() == e) return true;
+    return false;
+  }
+  // For the summary: planned and actual cpus, memory node, scheduling.
+  std::string where_it_ran(const SegmentRunner &seg) const;
+  void build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
+                      std::vector<std::unique_ptr<SegmentRunner>> &segs, std::vector<std::unique_ptr<Channel>> &chans);
 
   RunContext ctx_;
   std::vector<std::unique_ptr<RuntimeElement>> elements_;  // by node index
@@ -63,7 +120,14 @@ class Runtime {
   std::vector<SourceElement *> lane_source_;  // by lane
   InterpretedProgram interpreter_;
   double elapsed_s_ = 0;
-  std::function<void()> on_started_;
+  std::function<void()> on_started_, on_tick_;
+  ReloadStats reload_stats_;
+  std::mutex reload_mutex_;
+  mutable std::shared_mutex structure_mutex_;
+  // What reloads replaced, kept to the end: the graphs instances point into,
+  // and the instances (their counters are part of the run's accounting).
+  std::vector<std::shared_ptr<CompiledGraph>> generations_;
+  std::vector<std::unique_ptr<RuntimeElement>> retired_elements_;
 };
 
 }  // namespace sluice

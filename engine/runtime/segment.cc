@@ -6,6 +6,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/run_context.hh"
 
@@ -70,32 +73,137 @@ bool SegmentRunner::inputs_done() const {
   return true;
 }
 
+bool SegmentRunner::polls_sources() const {
+  for (const Source &s : sources_)
+    if (!s.ended) return true;
+  return false;
+}
+
+bool SegmentRunner::inputs_ready() const {
+  for (const Channel *c : inputs_)
+    if (!c->empty()) return true;
+  return inputs_done();
+}
+
+void SegmentRunner::note_cpu() {
+  int cpu = sched_getcpu();
+  if (cpu >= 0 && std::find(cpus_seen_.begin(), cpus_seen_.end(), cpu) == cpus_seen_.end()) cpus_seen_.push_back(cpu);
+}
+
+bool SegmentRunner::call(const std::function<void()> &job, uint64_t timeout_ns) {
+  std::unique_lock lock(mail_mutex_);
+  if (mail_closed_) {  // the thread is gone: nothing else touches the elements
+    job();
+    return true;
+  }
+  MailJob mail{&job};
+  mail_.push_back(&mail);
+  has_mail_.store(true, std::memory_order_relaxed);
+  lock.unlock();
+  doorbell_.ring();  // a segment fed by channels may be asleep
+  lock.lock();
+  if (!mail_done_.wait_for(lock, std::chrono::nanoseconds(timeout_ns), [&] { return mail.taken; })) {
+    mail_.erase(std::find(mail_.begin(), mail_.end(), &mail));
+    return false;
+  }
+  mail_done_.wait(lock, [&] { return mail.done; });  // jobs are short: no timeout once it runs
+  if (mail.error) std::rethrow_exception(mail.error);
+  return true;
+}
+
+void SegmentRunner::run_mail() {
+  std::unique_lock lock(mail_mutex_);
+  while (!mail_.empty()) {
+    MailJob *mail = mail_.front();
+    mail_.pop_front();
+    mail->taken = true;
+    lock.unlock();
+    try {
+      (*mail->job)();
+    } catch (...) {
+      mail->error = std::current_exception();
+    }
+    lock.lock();
+    mail->done = true;
+    mail_done_.notify_all();
+  }
+  has_mail_.store(false, std::memory_order_relaxed);
+}
+
+void SegmentRunner::close_mailbox() {
+  for (;;) {
+    run_mail();
+    std::lock_guard lock(mail_mutex_);
+    if (mail_.empty()) {  // jobs posted from now on run on their caller's thread
+      mail_closed_ = true;
+      return;
+    }
+  }
+}
+
+bool SegmentRunner::drain_inputs() {
+  bool any = false;
+  for (Channel *ch : inputs_) {
+    if (ch->type() == StreamType::Packets) {
+      PacketBatch batch;
+      while (ch->receive(batch, burst_)) ch->target().element->receive(ch->target().port, batch), any = true;
+    } else {
+      FlowBatch flows;
+      while (ch->receive(flows, kMaxFlowBatch)) ch->target().element->receive_flows(ch->target().port, flows), any = true;
+    }
+  }
+  return any;
+}
+
 void SegmentRunner::run() {
-  unpin_current_thread();
+  settlement_ = settle_current_thread(site_);
+  note_cpu();
   // An EAL lcore id gives this thread its own mempool caches.
   rte_thread_register();
   std::string name = "sl-" + std::to_string(seg_->id);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 
-  unsigned idle = 0;
+  unsigned idle = 0, passes = 0;
   for (;;) {
+    if ((++passes & 1023) == 0) note_cpu();  // where the thread really runs, for the summary
+    if (has_mail_.load(std::memory_order_relaxed)) {
+      run_mail();
+      if (retired_) break;  // replaced by a hot reload; its elements carry on in new segments
+    }
     SegmentProgram *p = program_.load(std::memory_order_acquire);
     if (p->step(*this)) {
       idle = 0;
       continue;
     }
     if (inputs_done()) break;
+    // SCHED_DEADLINE: give the rest of this period back; the kernel wakes
+    // the thread at the next one.
+    if (settlement_.deadline) {
+      sched_yield();
+      continue;
+    }
     // Nothing to do: back off so that idle threads leave the cores to busy
-    // ones (there are often more segments than cores).
+    // ones (there are often more segments than cores). Fed by channels only,
+    // sleep until one rings; a device cannot ring, so poll it less often.
     ++idle;
-    if (idle < 32) rte_pause();
-    else if (idle < 256) sched_yield();
-    else usleep(idle < 4096 ? 20 : 200);
+    if (idle < 32)
+      rte_pause();
+    else if (!polls_sources())
+      doorbell_.wait([this] { return inputs_ready() || has_mail_.load(std::memory_order_relaxed); },
+                     tickers_.empty() ? 10'000'000 : 1'000'000);
+    else if (idle < 256)
+      sched_yield();
+    else
+      usleep(idle < 4096 ? 20 : 200);
   }
   // End of input: elements hand on what they hold, upstream first, then the
   // segments downstream learn that nothing more will come.
-  for (RuntimeElement *e : elements_) e->flush();
-  for (Channel *c : outputs_) c->close();
+  if (!retired_) {
+    for (RuntimeElement *e : elements_) e->flush();
+    for (Channel *c : outputs_) c->close();
+  }
+  note_cpu();
+  close_mailbox();
   rte_thread_unregister();
   done_.store(true, std::memory_order_release);
 }

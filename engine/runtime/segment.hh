@@ -5,12 +5,20 @@
 // batches; the elements, and their state, are not touched by the swap.
 #pragma once
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/runtime/channel.hh"
+#include "engine/runtime/doorbell.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/thread_placement.hh"
 
 namespace sluice {
 
@@ -42,16 +50,41 @@ class SegmentRunner {
 
   // Wiring, at setup.
   void add_source(SourceElement *s) { sources_.push_back({s, false}); }
-  void add_input(Channel *c) { inputs_.push_back(c); }
+  void add_input(Channel *c) {
+    inputs_.push_back(c);
+    c->set_consumer_doorbell(&doorbell_);
+  }
   void add_output(Channel *c) { outputs_.push_back(c); }
   void add_element(RuntimeElement *e);
   void set_burst(unsigned b) { burst_ = b; }
+  // Where the plan puts the thread (before start).
+  void set_site(const ThreadSite &site) { site_ = site; }
 
   void start(SegmentProgram *program);
   void join();
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Swaps the loop body at the next batch boundary.
   void replace_program(SegmentProgram *p) { program_.store(p, std::memory_order_release); }
+  // Runs `job` on this segment's thread between two batches, so that it may
+  // read and change the state of the segment's elements (control handlers,
+  // metrics), and waits for it; an exception it throws is rethrown here.
+  // Once the thread has finished, runs it on the caller's thread (one job at
+  // a time). Returns false, the job not run, when the thread did not take it
+  // within timeout_ns (stuck in a batch: an offline producer waiting for
+  // room). Any thread but the segment's own.
+  bool call(const std::function<void()> &job, uint64_t timeout_ns);
+  // After join: the cpus the thread was seen running on (sampled), and what
+  // of its site could not be applied.
+  const std::vector<int> &cpus_seen() const { return cpus_seen_; }
+
+  // Hot reload, from a job running on this thread (call()): takes what the
+  // input channels hold through the elements until they are empty; and,
+  // once the job returns, ends the thread without flushing anything (the
+  // elements live on in the new graph's segments).
+  bool drain_inputs();
+  void retire() { retired_ = true; }
+  const std::vector<RuntimeElement *> &elements() const { return elements_; }
+  const ThreadSettlement &settlement() const { return settlement_; }
 
   // For programs.
   struct Source {
@@ -66,6 +99,11 @@ class SegmentRunner {
  private:
   void run();
   bool inputs_done() const;
+  bool polls_sources() const;  // some source has not ended
+  bool inputs_ready() const;   // some input channel has items, or all have finished
+  void note_cpu();             // samples sched_getcpu() into cpus_seen_
+  void run_mail();             // runs the jobs call() posted
+  void close_mailbox();        // at the end: later jobs run on their caller's thread
 
   const Segment *seg_;
   std::vector<Source> sources_;
@@ -74,6 +112,23 @@ class SegmentRunner {
   unsigned burst_ = 32;
   std::atomic<SegmentProgram *> program_{nullptr};
   std::atomic<bool> done_{false};
+  Doorbell doorbell_;  // rung by the input channels, and by call()
+  // call()'s mailbox: the loop checks has_mail_ once per pass (one relaxed
+  // load); the rest is under mail_mutex_.
+  struct MailJob {
+    const std::function<void()> *job = nullptr;
+    bool taken = false, done = false;
+    std::exception_ptr error{};
+  };
+  std::atomic<bool> has_mail_{false};
+  std::mutex mail_mutex_;
+  std::condition_variable mail_done_;
+  std::deque<MailJob *> mail_;
+  bool mail_closed_ = false;
+  ThreadSite site_;
+  ThreadSettlement settlement_;
+  std::vector<int> cpus_seen_;  // written by the thread, read after join
+  bool retired_ = false;        // set and read on the thread
   std::thread thread_;
 };
 

@@ -1,5 +1,6 @@
 // The sluice command line as a user runs it: exit statuses, output formats.
 #include <catch2/catch.hpp>
+#include <regex>
 #include <string>
 
 #include "run_fixture.hh"
@@ -58,6 +59,7 @@ TEST_CASE("sluice --help, --version, COMMAND --help", "[cli]") {
   Run ph = run_sluice("plan --help");
   CHECK(ph.status == 0);
   CHECK(ph.out.find("--format") != std::string::npos);
+  CHECK(ph.out.find("--host") != std::string::npos);
 }
 
 TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
@@ -70,10 +72,17 @@ TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
   CHECK(t.out.find("feeds segment 1 (through Ring@1#0)") != std::string::npos);
   CHECK(t.out.find("merge into exp") != std::string::npos);
   CHECK(t.out.find("capacity 1M") != std::string::npos);
+  // placed on the default (laptop) profile: a node per lane, a cpu and a reason per segment
+  CHECK(t.out.find("    node 0: device pcap:examples/traces/demo.pcap is not a NIC (no NUMA node)") != std::string::npos);
+  CHECK(std::regex_search(t.out, std::regex("Ring@1#0\n      cpu [0-9]+ \\(node 0\\): dedicated (cpu|core) on node 0")));
+  CHECK(t.out.find("placement on host laptop: ") != std::string::npos);
+  CHECK(t.out.find("note: acquisition: busy polling") != std::string::npos);
   Run d = run_sluice("plan configs/flowprobe.pipe --format dot");
   REQUIRE(d.status == 0);
   CHECK(d.out.rfind("digraph sluice {", 0) == 0);
   CHECK(d.out.find("subgraph cluster_segment_4") != std::string::npos);
+  CHECK(d.out.find("subgraph cluster_node_0") != std::string::npos);
+  CHECK(d.out.find("subgraph cluster_cpu_") != std::string::npos);
   CHECK(d.out.find("style=dashed") != std::string::npos);
   CHECK(run_sluice("plan configs/flowprobe.pipe --format svgz").status == 2);
 }

@@ -93,7 +93,7 @@ TEST_CASE("element specs are consistent", "[elements]") {
   }
 }
 
-TEST_CASE("ports by name and index; variadic ports repeat", "[elements]") {
+TEST_CASE("ports by name and index, variadic ports repeat", "[elements]") {
   const ElementSpec *ft = ElementRegistry::global().find("FlowTable");
   REQUIRE(ft);
   CHECK(ft->output_index("flows") == 0);

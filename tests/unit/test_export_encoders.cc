@@ -818,7 +818,7 @@ TEST_CASE("ipfix: every message within max_message, down to one record per messa
   CHECK_THROWS_AS(ipfix::IpfixEncoder({1, 65536}), std::invalid_argument);
 }
 
-TEST_CASE("ipfix: templates precede the data that uses them; refresh and reset", "[ipfix]") {
+TEST_CASE("ipfix: templates precede the data that uses them, refresh and reset", "[ipfix]") {
   auto recs = make_records(40, 3);
   ipfix::IpfixEncoder e({9, 1472});
   IpfixReader rd;  // fails on a data set whose template it has not seen

@@ -709,7 +709,7 @@ TEST_CASE("flowcache: active timeouts give several records that add up to the fl
   }
 }
 
-TEST_CASE("flowcache: FIN/RST end a flow but keep its close; a SYN after the end starts a new one", "[flowcache]") {
+TEST_CASE("flowcache: FIN/RST end a flow but keep its close, a SYN after the end starts a new one", "[flowcache]") {
   SECTION("bi") {
     FlowCache cache(long_timeouts(true));
     Feeder f{cache, {}};
@@ -869,7 +869,7 @@ TEST_CASE("flowcache: VLAN in the key separates flows unless left out", "[flowca
   }
 }
 
-TEST_CASE("flowcache: non-IP is not metered; IP without L4 is, with ports 0; ICMP by type", "[flowcache]") {
+TEST_CASE("flowcache: non-IP is not metered, IP without L4 is, with ports 0, ICMP by type", "[flowcache]") {
   FlowCache cache(long_timeouts(true));
   Feeder f{cache, {}};
   PacketMeta arp;
@@ -914,7 +914,7 @@ TEST_CASE("flowcache: non-IP is not metered; IP without L4 is, with ports 0; ICM
   CHECK(recs[3].rev.packets == 0);
 }
 
-TEST_CASE("flowcache: IPv6 and a v4-mapped IPv6 address are different flows; lengths clamp", "[flowcache]") {
+TEST_CASE("flowcache: IPv6 and a v4-mapped IPv6 address are different flows, lengths clamp", "[flowcache]") {
   FlowCache cache(long_timeouts(true));
   Feeder f{cache, {}};
   PacketMeta v4 = pkt(1, 2, 10, 20, kAck, 70000 & 0xffff);
@@ -1167,4 +1167,85 @@ TEST_CASE("flowcache: a flushed table is empty and works again", "[flowcache]") 
   }
   check_invariants(cache, 600, f.records);
   CHECK(cache.stats().ended[int(FlowEndReason::ForcedEnd)] == 3 * 64);
+}
+
+// A hot reload that replaces a table: the first half of a trace goes into
+// one table, its flows move into a new one (another capacity, direction or
+// key), the rest goes there. The records equal what the new table alone would
+// have given on the whole trace, where the change allows it.
+TEST_CASE("flowcache: adopt moves every flow into a table with another capacity or direction", "[flowcache]") {
+  TrafficConfig tc = small_config();
+  tc.ipv6 = 0.3;
+  Trace t = make_trace(tc);
+  const size_t half = t.metas.size() / 2;
+  struct Change {
+    bool bi_before, bi_after;
+    uint64_t capacity_after;
+  };
+  auto change = GENERATE(Change{true, true, 1 << 17}, Change{true, false, 1 << 16}, Change{false, true, 1 << 16},
+                         Change{false, false, 1 << 15});
+  INFO("bi " << change.bi_before << " -> " << change.bi_after << ", capacity " << change.capacity_after);
+
+  FlowCacheConfig before = long_timeouts(change.bi_before), after = long_timeouts(change.bi_after);
+  after.capacity = change.capacity_after;
+  FlowCache old_table(before), new_table(after), reference(after);
+  Feeder f_old{old_table, {}}, f_new{new_table, {}}, f_ref{reference, {}};
+  for (size_t i = 0; i < half; ++i) f_old(t.metas[i], t.times[i]);
+  REQUIRE(old_table.active() > 1000);
+  std::vector<FlowRecord> evicted;
+  new_table.adopt(old_table, [&](const FlowRecord &r) { evicted.push_back(r); });
+  CHECK(evicted.empty());
+  CHECK(new_table.now() == old_table.now());
+  for (size_t i = half; i < t.metas.size(); ++i) f_new(t.metas[i], t.times[i]);
+  f_new.flush();
+  f_ref.feed(t);
+  f_ref.flush();
+  std::vector<FlowRecord> got = f_old.records;
+  got.insert(got.end(), f_new.records.begin(), f_new.records.end());
+  check_same(sorted(got), sorted(f_ref.records));
+  CHECK(sum_packets(got) == t.metas.size());
+}
+
+TEST_CASE("flowcache: adopt into a coarser key merges flows, into a small table evicts, all counted", "[flowcache]") {
+  Trace t = make_trace(small_config());
+  const size_t half = t.metas.size() / 2;
+  FlowCache old_table(long_timeouts(true));
+  Feeder f_old{old_table, {}};
+  for (size_t i = 0; i < half; ++i) f_old(t.metas[i], t.times[i]);
+  const size_t active = old_table.active();
+  REQUIRE(active > 1000);
+
+  SECTION("key [proto]: one flow per protocol and address family") {
+    FlowCacheConfig c = long_timeouts(true);
+    c.key_src = c.key_dst = c.key_sport = c.key_dport = c.key_vlan = false;
+    FlowCache hosts(c);
+    hosts.adopt(old_table, [](const FlowRecord &) { FAIL("no eviction expected"); });
+    CHECK(hosts.active() == 4);  // TCP and UDP, over IPv4 and IPv6
+    Feeder f{hosts, {}};
+    f.flush();
+    CHECK(sum_packets(f.records) + sum_packets(f_old.records) == half);
+    for (const FlowRecord &r : f.records) {
+      CHECK(r.key.src_port == 0);
+      CHECK(r.key.src_addr[15] == 0);
+      CHECK((r.key.proto == 6 || r.key.proto == 17));
+      CHECK(r.fwd.first_ns <= (r.rev.packets ? r.rev.first_ns : UINT64_MAX));
+    }
+  }
+  SECTION("a table too small: the rest leaves as lack of resources") {
+    FlowCacheConfig c = long_timeouts(true);
+    c.capacity = 1000;
+    FlowCache small(c);
+    std::vector<FlowRecord> evicted;
+    small.adopt(old_table, [&](const FlowRecord &r) { evicted.push_back(r); });
+    CHECK(small.active() == 1000);
+    REQUIRE(!evicted.empty());
+    for (const FlowRecord &r : evicted) {
+      CHECK(r.reason == FlowEndReason::LackOfResources);
+      CHECK(r.rev.packets == 0);  // each direction that found no room leaves on its own
+    }
+    CHECK(small.stats().evicted == evicted.size());
+    Feeder f{small, {}};
+    f.flush();
+    CHECK(sum_packets(f.records) + sum_packets(evicted) + sum_packets(f_old.records) == half);
+  }
 }

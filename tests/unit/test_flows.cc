@@ -166,7 +166,7 @@ TEST_CASE("flows: records equal the flows TrafficGen made, with 1 and 3 lanes", 
   CHECK(by_lanes["1"] == by_lanes["3"]);
 }
 
-TEST_CASE("flows: idle timeouts split flows; packets are conserved; evictions are counted", "[flows]") {
+TEST_CASE("flows: idle timeouts split flows, packets are conserved, evictions are counted", "[flows]") {
   std::string dir = scratch("timeouts");
   std::string cfg = write_file(dir + "/p.pipe", std::string(kGen) + ", queues 2)\n -> Timestamp(clock pcap)"
                                                 " -> ft :: FlowTable(capacity 1K, idle 5ms, active 1s, direction uni, on_full evict)"
@@ -522,7 +522,7 @@ struct TcpCollector {
 };
 }  // namespace
 
-TEST_CASE("flows: IPFIX over TCP: every record to a listening collector; none, counted lost, to an absent one", "[flows][tcp]") {
+TEST_CASE("flows: IPFIX over TCP: every record to a listening collector, none, counted lost, to an absent one", "[flows][tcp]") {
   std::string dir = scratch("tcp");
   TcpCollector collector;  // bound, not yet listening: connections are refused
   auto config = [&](const std::string &name) {

@@ -110,7 +110,7 @@ TEST_CASE("a command-line define overrides a define and may add new variables", 
   CHECK(bad->has("<command line>:1:3: error: 'queues' expects count"));
 }
 
-TEST_CASE("fan-out copies flows to every destination; fan-in merges packets", "[frontend]") {
+TEST_CASE("fan-out copies flows to every destination, fan-in merges packets", "[frontend]") {
   auto c = compile_text(R"(
     a :: TrafficGen; b :: TrafficGen;
     a, b -> d :: shared Discard;

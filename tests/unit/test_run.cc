@@ -176,7 +176,7 @@ TEST_CASE("run: software RSS keeps both directions of a flow in one lane, in ord
   }
 }
 
-TEST_CASE("run: Filter accepts exactly what libpcap accepts; reject and accounting", "[run]") {
+TEST_CASE("run: Filter accepts exactly what libpcap accepts, reject and accounting", "[run]") {
   std::string dir = scratch("filter");
   std::string trace = make_trace(dir);
   std::vector<Packet> in = read_pcap(trace);
@@ -300,7 +300,7 @@ TEST_CASE("run: a device that cannot be opened is an error naming it", "[run]") 
   CHECK(r.out.find("clock pcap needs capture times") != std::string::npos);
 }
 
-TEST_CASE("run: --duration stops a paced source; the status line comes once a second", "[run]") {
+TEST_CASE("run: --duration stops a paced source, the status line comes once a second", "[run]") {
   std::string dir = scratch("duration");
   std::string cfg = write_file(dir + "/p.pipe",
                                "TrafficGen(flows 1K, new_flows_per_s 100, duration 60s, rate 2Kpps, queues 2) -> "

@@ -119,7 +119,7 @@ struct CountingProgram : SegmentProgram {
 };
 }  // namespace
 
-TEST_CASE("segment: the loop is swapped between batches; element state stays", "[runtime]") {
+TEST_CASE("segment: the loop is swapped between batches, element state stays", "[runtime]") {
   auto c = test::compile_text(
       "TrafficGen(flows 100, duration 2s, rate 20Kpps) -> Timestamp(clock pcap) -> Ring(capacity 1K) -> "
       "cnt :: Counter -> Discard;");

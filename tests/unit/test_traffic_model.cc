@@ -581,7 +581,7 @@ TEST_CASE("traffic: at most `flows` flows are active at once", "[traffic]") {
   CHECK(g.flows.size() < 10000 / 2);  // demand was well above what 10 slots carry
 }
 
-TEST_CASE("traffic: invalid configs are rejected; describe", "[traffic]") {
+TEST_CASE("traffic: invalid configs are rejected, describe", "[traffic]") {
   auto with = [](auto change) {
     TrafficConfig c;
     change(c);

@@ -1,0 +1,282 @@
+// Hot reload: the running graph replaced by another, state kept
+// (Runtime::reload, declared in runtime.hh; the plan is engine/reload).
+//
+// 1. Off the data path: the plan, and the instances of the new graph: kept
+//    instances are reused, migrated and added elements get new ones.
+// 2. Every segment stops between two batches, upstream first, each in a job
+//    on its own thread (SegmentRunner::call) that first takes what its input
+//    rings hold through the old graph; upstream is stopped, so the rings end
+//    empty and no channel needs to move to the new graph.
+// 3. With every segment stopped, the new instances are prepared (files,
+//    filters). A failure up to here lets every segment go on with the old
+//    graph, untouched.
+// 4. The switch: the stopped jobs end their threads, upstream segments
+//    first, each after handing on what its removed elements hold (a removed
+//    flow table exports its flows as "forced end") through the old wiring,
+//    while downstream segments still take it in. Kept instances are rebound
+//    to the new graph (reconfigured when their live arguments changed),
+//    migrated ones adopt their predecessor's state, the new segments start.
+//
+// A lane's pause runs from the moment its acquisition stopped to the moment
+// its new acquisition thread started.
+#include <condition_variable>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "engine/runtime/clock.hh"
+#include "engine/runtime/runtime.hh"
+
+namespace sluice {
+
+namespace {
+
+constexpr uint64_t kStopTimeoutNs = 2'000'000'000;  // a segment stuck longer fails the reload
+
+// Segments in an order where every segment comes after those that feed it.
+std::vector<int> upstream_first(const LaneGraph &lg) {
+  std::vector<int> fed_by(lg.segments.size(), 0), order;
+  for (const Segment &s : lg.segments)
+    for (int f : s.feeds) ++fed_by[f];
+  for (size_t i = 0; i < lg.segments.size(); ++i)
+    if (fed_by[i] == 0) order.push_back(int(i));
+  for (size_t k = 0; k < order.size(); ++k)
+    for (int f : lg.segments[order[k]].feeds)
+      if (--fed_by[f] == 0) order.push_back(f);
+  return order;
+}
+
+}  // namespace
+
+ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run) {
+  std::lock_guard one_at_a_time(reload_mutex_);
+  ReloadOutcome out;
+  auto refuse = [&](std::string why) {
+    out.error = std::move(why);
+    if (!dry_run) record_reload(false, out.lane_pause_ns);
+    return out;
+  };
+  const LaneGraph &old_lg = ctx_.graph();
+  const LaneGraph &new_lg = next->lanes;
+  {
+    Diagnostics diags(next->sources);
+    bool ok = plan_reload(old_lg, new_lg, diags, out.plan);
+    if (!ok) {
+      std::ostringstream os;
+      diags.print(os);
+      return refuse(os.str());
+    }
+  }
+  if (dry_run) return out;
+  for (const auto &s : segments_)
+    if (s->done()) return refuse("the run is ending (its input is over): nothing to reload");
+
+  // 1. The new graph's instances.
+  std::vector<const ReloadStep *> step_of(new_lg.graph->elements.size(), nullptr);
+  std::vector<bool> retiring_element(old_lg.graph->elements.size(), false);
+  for (const ReloadStep &st : out.plan.steps) {
+    if (st.new_element >= 0) step_of[st.new_element] = &st;
+    if (st.action == ReloadAction::Remove || st.action == ReloadAction::Migrate) retiring_element[st.old_element] = true;
+  }
+  auto old_instance = [&](int old_element, int lane) -> size_t {
+    for (size_t i = 0; i < old_lg.nodes.size(); ++i)
+      if (old_lg.nodes[i].element == old_element && (old_lg.nodes[i].lane == lane || old_lg.nodes[i].lane < 0))
+        return i;
+    return SIZE_MAX;
+  };
+  const size_t n_new = new_lg.nodes.size();
+  std::vector<RuntimeElement *> inst(n_new, nullptr);
+  std::vector<size_t> kept_from(n_new, SIZE_MAX);      // kept: its index in elements_
+  std::vector<RuntimeElement *> predecessor(n_new, nullptr);  // migrated: the instance it takes over from
+  std::vector<std::unique_ptr<RuntimeElement>> made(n_new);
+  try {
+    for (size_t i = 0; i < n_new; ++i) {
+      const Node &n = new_lg.nodes[i];
+      const ReloadStep &st = *step_of[n.element];
+      if (st.action == ReloadAction::Keep || st.action == ReloadAction::Reconfigure) {
+        kept_from[i] = old_instance(st.old_element, n.lane);
+        if (kept_from[i] == SIZE_MAX) throw std::logic_error("no running instance of '" + n.name + "'");
+        inst[i] = elements_[kept_from[i]].get();
+        continue;
+      }
+      auto make = RuntimeRegistry::global().find(n.spec->name);
+      if (!make) throw std::runtime_error("element '" + n.name + "' (" + n.spec->name + ") has no run-time implementation");
+      made[i] = (*make)(n, ctx_);
+      inst[i] = made[i].get();
+      if (st.action == ReloadAction::Migrate)
+        if (size_t o = old_instance(st.old_element, n.lane); o != SIZE_MAX && elements_[o]->lane() == n.lane)
+          predecessor[i] = elements_[o].get();
+    }
+  } catch (const std::exception &e) {
+    return refuse(std::string("cannot make the new graph's instances: ") + e.what());
+  }
+  // Old instances that go: flushed at the switch, unless their state moves.
+  std::vector<bool> adopted(elements_.size(), false);
+  for (size_t i = 0; i < n_new; ++i)
+    if (predecessor[i] && (new_lg.nodes[i].spec->flags & kStateful))
+      for (size_t o = 0; o < elements_.size(); ++o)
+        if (elements_[o].get() == predecessor[i]) adopted[o] = true;
+  std::vector<RuntimeElement *> flush_at_switch;
+  for (size_t o = 0; o < elements_.size(); ++o)
+    if (retiring_element[old_lg.nodes[o].element] && !adopted[o]) flush_at_switch.push_back(elements_[o].get());
+
+  // 2. Stop every segment between two batches, upstream first. Walkers of
+  // elements() and segments() (stats, metrics) wait until the end, so that
+  // none of them waits on a stopped segment meanwhile.
+  std::unique_lock structure(structure_mutex_);
+  enum class Verdict { Wait, Resume, Switch };
+  struct Stop {
+    std::mutex m;
+    std::condition_variable cv;
+    Verdict verdict = Verdict::Wait;
+    std::vector<char> stopped, flushed, failed;
+    std::vector<uint64_t> stopped_at_ns;
+  } stop;
+  const size_t n_old_segs = segments_.size();
+  stop.stopped.assign(n_old_segs, 0);
+  stop.flushed.assign(n_old_segs, 0);
+  stop.failed.assign(n_old_segs, 0);
+  stop.stopped_at_ns.assign(n_old_segs, 0);
+  std::vector<std::vector<int>> fed_by(n_old_segs);
+  for (const Segment &s : old_lg.segments)
+    for (int f : s.feeds) fed_by[f].push_back(s.id);
+
+  auto job_for = [&](int k) {
+    return [&, k] {
+      SegmentRunner &seg = *segments_[k];
+      seg.drain_inputs();  // upstream has stopped: this empties the rings into the old graph
+      std::unique_lock lock(stop.m);
+      stop.stopped[k] = 1;
+      stop.stopped_at_ns[k] = mono_ns();
+      stop.cv.notify_all();
+      stop.cv.wait(lock, [&] { return stop.verdict != Verdict::Wait; });
+      if (stop.verdict == Verdict::Resume) return;
+      // The switch: what removed elements hold goes downstream through the
+      // old wiring, after everything upstream has handed on its own.
+      for (;;) {
+        bool upstream_done = true;
+        for (int u : fed_by[k]) upstream_done = upstream_done && stop.flushed[u];
+        if (upstream_done) break;
+        lock.unlock();
+        if (!seg.drain_inputs()) std::this_thread::yield();
+        lock.lock();
+      }
+      lock.unlock();
+      seg.drain_inputs();
+      for (RuntimeElement *e : seg.elements())
+        if (std::find(flush_at_switch.begin(), flush_at_switch.end(), e) != flush_at_switch.end()) e->flush();
+      lock.lock();
+      stop.flushed[k] = 1;
+      stop.cv.notify_all();
+      seg.retire();
+    };
+  };
+  std::vector<std::thread> callers;
+  auto release = [&](Verdict v) {
+    {
+      std::lock_guard lock(stop.m);
+      stop.verdict = v;
+    }
+    stop.cv.notify_all();
+    for (std::thread &t : callers) t.join();
+  };
+  std::string stop_error;
+  for (int k : upstream_first(old_lg)) {
+    callers.emplace_back([&, k] {
+      bool taken = false;
+      try {
+        taken = segments_[k]->call(job_for(k), kStopTimeoutNs);
+      } catch (...) {
+      }
+      if (!taken) {
+        std::lock_guard lock(stop.m);
+        stop.failed[k] = 1;
+        stop.cv.notify_all();
+      }
+    });
+    std::unique_lock lock(stop.m);
+    stop.cv.wait(lock, [&] { return stop.stopped[k] || stop.failed[k]; });
+    if (stop.failed[k]) {
+      stop_error = segments_[k]->label() + " did not stop within 2 s";
+      break;
+    }
+  }
+  if (!stop_error.empty()) {
+    structure.unlock();
+    release(Verdict::Resume);
+    return refuse("reload abandoned, the running graph goes on: " + stop_error);
+  }
+
+  // 3. Everything is stopped: prepare the new instances against the new graph.
+  const LaneGraph *old_lanes = ctx_.lanes;
+  std::vector<RuntimeElement *> old_instances = ctx_.instances;
+  std::shared_ptr<const Placement> old_placement = ctx_.options.placement;
+  auto old_files = ctx_.output_files;
+  ctx_.lanes = &new_lg;
+  ctx_.instances = inst;
+  ctx_.options.placement = next->placement;
+  std::erase_if(ctx_.output_files, [&](const auto &claim) {  // files of instances that go are free again
+    for (size_t o = 0; o < elements_.size(); ++o)
+      if (retiring_element[old_lg.nodes[o].element] && elements_[o]->name() == claim.second) return true;
+    return false;
+  });
+  try {
+    for (auto &m : made)
+      if (m) m->prepare();
+  } catch (const std::exception &e) {
+    ctx_.lanes = old_lanes;
+    ctx_.instances = old_instances;
+    ctx_.options.placement = old_placement;
+    ctx_.output_files = old_files;
+    structure.unlock();
+    release(Verdict::Resume);
+    return refuse(std::string("reload abandoned, the running graph goes on: ") + e.what());
+  }
+
+  // 4. The switch. The old threads hand on what removed elements hold, then end.
+  release(Verdict::Switch);
+  for (auto &s : segments_) s->join();
+  for (size_t i = 0; i < n_new; ++i) {
+    RuntimeElement *e = inst[i];
+    e->disconnect_all();
+    if (kept_from[i] == SIZE_MAX) continue;
+    e->rebind(new_lg.nodes[i]);
+    if (step_of[new_lg.nodes[i].element]->action == ReloadAction::Reconfigure) e->reconfigure();
+  }
+  for (size_t i = 0; i < n_new; ++i)
+    if (predecessor[i] && (new_lg.nodes[i].spec->flags & kStateful)) inst[i]->adopt_state(*predecessor[i]);
+  for (RuntimeElement *e : inst) e->relink();
+
+  std::vector<std::unique_ptr<SegmentRunner>> new_segments;
+  std::vector<std::unique_ptr<Channel>> new_channels;
+  build_segments(new_lg, inst, new_segments, new_channels);
+  std::vector<std::unique_ptr<RuntimeElement>> new_elements(n_new);
+  for (size_t i = 0; i < n_new; ++i)
+    new_elements[i] = made[i] ? std::move(made[i]) : std::move(elements_[kept_from[i]]);
+  for (auto &e : elements_)
+    if (e) retired_elements_.push_back(std::move(e));
+  elements_ = std::move(new_elements);
+  // The old threads have ended and their rings are empty: both can go (DPDK
+  // memory for rings is what EAL reserved at the start, reloads must not
+  // eat it up).
+  segments_ = std::move(new_segments);
+  channels_ = std::move(new_channels);
+  generations_.push_back(next);
+
+  std::vector<uint64_t> lane_started(new_lg.lanes.size(), 0);
+  for (auto &s : segments_) {
+    s->start(&interpreter_);
+    int lane = s->segment().lane;
+    if (lane >= 0 && !lane_started[lane]) lane_started[lane] = mono_ns();
+  }
+  structure.unlock();
+  for (const Lane &l : old_lg.lanes) {
+    uint64_t stopped = stop.stopped_at_ns[size_t(l.segments.front())];
+    out.lane_pause_ns.push_back(lane_started[size_t(l.id)] - stopped);
+  }
+  out.applied = true;
+  record_reload(true, out.lane_pause_ns);
+  return out;
+}
+
+}  // namespace sluice

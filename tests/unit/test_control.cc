@@ -1,0 +1,608 @@
+// A running probe's control plane: the request encoding, the metrics text,
+// the segment mailbox (in this process, on DPDK), and end to end as a user
+// meets it: `sluice run` in the background, `sluice ctl` against its socket
+// (permissions, finding the probe, stats, handlers read and written, the
+// largest flows) and its /metrics endpoint checked by promtool.
+#include <httplib.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "engine/control/control_socket.hh"
+#include "engine/control/metrics_writer.hh"
+#include "engine/control/probe_metrics.hh"
+#include "engine/runtime/runtime.hh"
+#include "engine/traffic/traffic_model.hh"
+#include "frontend_fixture.hh"
+#include "run_fixture.hh"
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+std::string scratch(const std::string &name) { return test::scratch("control", name); }
+
+// `sluice run ARGS` in the background, its output to a log; stopped with
+// Ctrl-C (SIGINT) by stop(), killed if the test ends first.
+struct BackgroundProbe {
+  pid_t pid = -1;
+  std::string log;
+
+  BackgroundProbe(const std::string &args, const std::string &log_path, const std::string &env = "") : log(log_path) {
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::string cmd = "cd " SLUICE_SOURCE_DIR " && exec env " + env + " " SLUICE_BINARY " run " + args + " > " + log + " 2>&1";
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  ~BackgroundProbe() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  bool running() const { return pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
+  // Until `sluice ctl` gets an answer on `socket` (the probe is up), at most 20 s.
+  void wait_for_socket(const std::string &socket) const {
+    for (int i = 0; i < 200; ++i) {
+      if (run_sluice("ctl --socket " + socket + " help").status == 0) return;
+      INFO(read_file(log));
+      REQUIRE(running());
+      usleep(100 * 1000);
+    }
+    FAIL("no answer on " << socket << "; log:\n" << read_file(log));
+  }
+  // Ctrl-C, then the exit status once the run has drained (-1: killed).
+  int stop() {
+    kill(pid, SIGINT);
+    int st = 0;
+    for (int i = 0; i < 300 && waitpid(pid, &st, WNOHANG) == 0; ++i) usleep(100 * 1000);
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+    }
+    pid = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+};
+
+Run ctl(const std::string &socket, const std::string &command) {
+  return run_sluice("ctl --socket " + socket + " " + command);
+}
+
+// What `sluice ctl read` printed, without its newline.
+std::string read_handler(const std::string &socket, const std::string &target) {
+  Run r = ctl(socket, "read " + target);
+  INFO("read " << target << ": " << r.out);
+  REQUIRE(r.status == 0);
+  REQUIRE(!r.out.empty());
+  return r.out.substr(0, r.out.size() - 1);
+}
+
+uint64_t read_number(const std::string &socket, const std::string &target) {
+  return std::stoull(read_handler(socket, target));
+}
+
+// A counter of one element from stats JSON (`sluice ctl stats --json` or
+// --stats-json): "in", "out", ... or a drop reason.
+uint64_t element_stat(const std::string &json, const std::string &element, const std::string &field) {
+  std::smatch m;
+  std::regex line("\\{\"name\": \"" + std::regex_replace(element, std::regex("[#@/]"), "\\$&") + "\"[^\\n]*");
+  INFO(element << "." << field << " in " << json);
+  REQUIRE(std::regex_search(json, m, line));
+  std::string l = m.str();
+  std::smatch v;
+  REQUIRE(std::regex_search(l, v, std::regex("\"" + field + "\": ([0-9]+)")));
+  return std::stoull(v[1].str());
+}
+
+// The value of one sample of the exposition: the metric name with its labels as written.
+double sample(const std::string &metrics, const std::string &series) {
+  size_t at = metrics.find("\n" + series + " ");
+  INFO(series << " in\n" << metrics);
+  REQUIRE(at != std::string::npos);
+  return std::stod(metrics.substr(at + series.size() + 2));
+}
+
+std::string fetch_metrics(const std::string &log) {
+  std::smatch m;
+  std::string text = read_file(log);
+  INFO(text);
+  REQUIRE(std::regex_search(text, m, std::regex("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics")));
+  httplib::Client client("127.0.0.1", std::stoi(m[1].str()));
+  auto res = client.Get("/metrics");
+  REQUIRE(res);
+  REQUIRE(res->status == 200);
+  CHECK(res->get_header_value("Content-Type").find("version=0.0.4") != std::string::npos);
+  return "\n" + res->body;  // so that sample() finds the first line too
+}
+
+}  // namespace
+
+TEST_CASE("control: requests are JSON arrays of strings, any bytes in them", "[control]") {
+  std::vector<std::string> args = {"write", "f.expr", "tcp and \"port\" 443\\ \n\ttab", "", "\x01"};
+  std::string line = encode_control_request(args);
+  CHECK(line.find('\n') == std::string::npos);  // one line on the wire
+  std::vector<std::string> back;
+  std::string err;
+  REQUIRE(decode_control_request(line, back, &err));
+  CHECK(back == args);
+  // What another client may send: spaces, escapes, surrogate pairs.
+  REQUIRE(decode_control_request(" [ \"read\" , \"a\\u00e9\\ud83d\\ude00\\/\" ] ", back, &err));
+  CHECK(back == std::vector<std::string>{"read", "a\xc3\xa9\xf0\x9f\x98\x80/"});
+  REQUIRE(decode_control_request("[]", back, &err));
+  CHECK(back.empty());
+  for (const char *bad : {"stats", "[\"stats\"", "[\"stats\",]", "[1]", "[\"a\"] x", "[\"\\q\"]", "[\"\\u12\"]"}) {
+    INFO(bad);
+    CHECK_FALSE(decode_control_request(bad, back, &err));
+    CHECK(err.rfind("bad request: ", 0) == 0);
+  }
+}
+
+TEST_CASE("metrics: families once each with HELP and TYPE, labels escaped", "[control][metrics]") {
+  MetricsWriter w;
+  w.set_context({{"lane", "0"}, {"element", "f"}});
+  w.counter("element_dropped_packets_total", "Packets dropped,\nby reason \\ cause.", 7, {{"reason", "say \"no\"\n\\"}});
+  w.gauge("ring_occupancy_packets", "Packets in the ring.", 12);
+  w.set_context({{"lane", "1"}, {"element", "f"}});
+  w.counter("element_dropped_packets_total", "Packets dropped,\nby reason \\ cause.", 3, {{"reason", "filtered"}});
+  w.set_context({});
+  w.histogram("gc_slice_duration_seconds", "Slice time.", {{1e-6, 2}, {1e-3, 5}}, 0.25, 6);
+  w.comment("a note");
+  std::string t = w.text();
+  CHECK(t ==
+        "# a note\n"
+        "# HELP sluice_element_dropped_packets_total Packets dropped,\\nby reason \\\\ cause.\n"
+        "# TYPE sluice_element_dropped_packets_total counter\n"
+        "sluice_element_dropped_packets_total{lane=\"0\",element=\"f\",reason=\"say \\\"no\\\"\\n\\\\\"} 7\n"
+        "sluice_element_dropped_packets_total{lane=\"1\",element=\"f\",reason=\"filtered\"} 3\n"
+        "# HELP sluice_ring_occupancy_packets Packets in the ring.\n"
+        "# TYPE sluice_ring_occupancy_packets gauge\n"
+        "sluice_ring_occupancy_packets{lane=\"0\",element=\"f\"} 12\n"
+        "# HELP sluice_gc_slice_duration_seconds Slice time.\n"
+        "# TYPE sluice_gc_slice_duration_seconds histogram\n"
+        "sluice_gc_slice_duration_seconds_bucket{le=\"1e-06\"} 2\n"
+        "sluice_gc_slice_duration_seconds_bucket{le=\"0.001\"} 5\n"
+        "sluice_gc_slice_duration_seconds_bucket{le=\"+Inf\"} 6\n"
+        "sluice_gc_slice_duration_seconds_sum 0.25\n"
+        "sluice_gc_slice_duration_seconds_count 6\n");
+  CHECK_THROWS_AS(w.gauge("element_dropped_packets_total", "", 1), std::logic_error);  // a counter already
+  CHECK_THROWS_AS(w.gauge("bad-name", "", 1), std::logic_error);
+  CHECK(metric_value_text(123456789012.0) == "123456789012");
+  CHECK(metric_value_text(0.5) == "0.5");
+}
+
+TEST_CASE("segment: call() runs jobs on the segment's thread, times out when it is stuck in a batch",
+          "[control][runtime]") {
+  // Unpaced (offline) input into a small ring: while its consumer is held,
+  // the producer fills the ring and waits for room inside its batch.
+  auto c = compile_text("TrafficGen(flows 100, duration 2s) -> Ring(capacity 64) -> cnt :: Counter -> Discard;");
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge"};
+  o.status_line = false;
+  Runtime rt(c->lanes, o);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  REQUIRE(rt.segments().size() == 2);
+  SegmentRunner &producer = *rt.segments()[0], &consumer = *rt.segments()[1];
+  std::thread::id helper_id, producer_id, consumer_id;
+  std::atomic<bool> release{false};
+  bool held = false, stuck_call = true, late_job_ran = false, after = false;
+  std::string thrown;
+  std::thread helper, holder;
+  rt.on_started([&] {
+    helper = std::thread([&] {
+      helper_id = std::this_thread::get_id();
+      holder = std::thread([&] {
+        held = consumer.call([&] {
+          consumer_id = std::this_thread::get_id();
+          while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }, 2'000'000'000);
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      stuck_call = producer.call([&] { late_job_ran = true; }, 100'000'000);
+      release = true;
+      holder.join();
+      after = producer.call([&] { producer_id = std::this_thread::get_id(); }, 2'000'000'000);
+      try {
+        producer.call([] { throw HandlerError("from the job"); }, 2'000'000'000);
+      } catch (const HandlerError &e) {
+        thrown = e.what();
+      }
+    });
+  });
+  rt.run();
+  helper.join();
+  CHECK(held);
+  CHECK_FALSE(stuck_call);     // the producer waited for room inside its batch
+  CHECK_FALSE(late_job_ran);   // and the job that timed out was withdrawn, never run
+  CHECK(after);
+  CHECK(thrown == "from the job");
+  CHECK(producer_id != std::thread::id());
+  CHECK(producer_id != consumer_id);
+  CHECK(producer_id != helper_id);
+  CHECK(rt.totals().balanced());
+  // Once the thread is gone, a job runs on the caller's thread.
+  std::thread::id ran_on;
+  CHECK(producer.call([&] { ran_on = std::this_thread::get_id(); }, 1));
+  CHECK(ran_on == std::this_thread::get_id());
+}
+
+TEST_CASE("metrics: Runtime::record_reload feeds sluice_reloads_total and the pause histogram", "[control][metrics]") {
+  auto c = compile_text("TrafficGen(flows 10, duration 100ms) -> Timestamp(clock pcap) -> Discard;");
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge"};
+  o.status_line = false;
+  Runtime rt(c->lanes, o);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  rt.run();
+  std::string before = "\n" + probe_metrics_text(rt);
+  CHECK(sample(before, "sluice_reloads_total{result=\"applied\"}") == 0);
+  CHECK(sample(before, "sluice_reload_pause_seconds_count") == 0);
+  rt.record_reload(true, {20'000, 3'000'000});  // two lanes paused 20 us and 3 ms
+  rt.record_reload(false, {});                  // refused: no lane paused
+  std::string m = "\n" + probe_metrics_text(rt);
+  CHECK(sample(m, "sluice_reloads_total{result=\"applied\"}") == 1);
+  CHECK(sample(m, "sluice_reloads_total{result=\"failed\"}") == 1);
+  CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"1e-05\"}") == 0);
+  CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"5e-05\"}") == 1);
+  CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"0.001\"}") == 1);
+  CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"0.005\"}") == 2);
+  CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"+Inf\"}") == 2);
+  CHECK(sample(m, "sluice_reload_pause_seconds_count") == 2);
+  CHECK(sample(m, "sluice_reload_pause_seconds_sum") == Approx(0.00302));
+}
+
+TEST_CASE("ctl: the control socket is the owner's alone", "[control][ctl]") {
+  std::string dir = scratch("permissions");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(duration 60s, rate 2Kpps) -> t :: Timestamp(clock tsc) -> Discard;\n");
+  std::string xdg = dir + "/xdg";
+  std::filesystem::create_directories(xdg);
+  BackgroundProbe probe(cfg, dir + "/log.txt", "XDG_RUNTIME_DIR=" + xdg);
+  std::string socket = xdg + "/sluice/" + std::to_string(probe.pid) + ".sock";  // exec keeps the pid
+  probe.wait_for_socket(socket);
+
+  struct stat st;
+  REQUIRE(lstat(socket.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(st.st_uid == geteuid());
+  REQUIRE(lstat((xdg + "/sluice").c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0700);
+  CHECK(st.st_uid == geteuid());
+  // The start-up line names it; ctl finds it without --socket.
+  CHECK(read_file(dir + "/log.txt").find("control socket " + socket) != std::string::npos);
+  Run r = run_cmd("cd " SLUICE_SOURCE_DIR " && XDG_RUNTIME_DIR=" + xdg + " " SLUICE_BINARY " ctl read t.in");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(std::stoull(r.out) > 0);
+
+  if (geteuid() == 0) {
+    // Another user: kept out by the directory; with the directory and the
+    // socket opened to all, by the server's own check of the peer.
+    auto other_user_request = [&] {
+      int pipefd[2];
+      REQUIRE(pipe(pipefd) == 0);
+      pid_t child = fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        close(pipefd[0]);
+        if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(3);
+        ControlReply reply;
+        std::string err;
+        std::string result = control_request(socket, {"stats"}, reply, &err) ? (reply.ok ? "ok" : "refused: " + reply.text)
+                                                                             : "unreachable: " + err;
+        (void)!write(pipefd[1], result.data(), result.size());
+        _exit(0);
+      }
+      close(pipefd[1]);
+      std::string result;
+      char buf[512];
+      for (ssize_t n; (n = read(pipefd[0], buf, sizeof buf)) > 0;) result.append(buf, size_t(n));
+      close(pipefd[0]);
+      waitpid(child, nullptr, 0);
+      return result;
+    };
+    std::string first = other_user_request();
+    CHECK(first.rfind("unreachable: ", 0) == 0);
+    CHECK(first.find("Permission denied") != std::string::npos);
+    chmod(dir.c_str(), 0755);
+    chmod(xdg.c_str(), 0755);
+    chmod((xdg + "/sluice").c_str(), 0777);
+    chmod(socket.c_str(), 0777);
+    bool reachable = true;  // every directory above the socket searchable by others
+    for (std::filesystem::path p = std::filesystem::path(socket).parent_path(); p != p.root_path(); p = p.parent_path())
+      reachable = reachable && stat(p.c_str(), &st) == 0 && (st.st_mode & 0001);
+    std::string second = other_user_request();
+    INFO(second);
+    if (reachable) CHECK(second.rfind("refused: permission denied", 0) == 0);
+    else WARN("a directory above " << socket << " is closed to others: the server's peer check was not reached");
+  } else {
+    WARN("not root: another user's access was not tried");
+  }
+  CHECK(probe.stop() == 0);
+  CHECK_FALSE(std::filesystem::exists(socket));  // removed at the end of the run
+}
+
+TEST_CASE("ctl: finds the one running probe, lists several, and says when none runs", "[control][ctl]") {
+  std::string dir = scratch("discovery");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(duration 60s, rate 1Kpps) -> Timestamp(clock tsc) -> Discard;\n");
+  std::string xdg = dir + "/xdg";
+  std::filesystem::create_directories(xdg);
+  std::string ctl_here = "cd " SLUICE_SOURCE_DIR " && XDG_RUNTIME_DIR=" + xdg + " " SLUICE_BINARY " ctl ";
+  Run none = run_cmd(ctl_here + "stats");
+  CHECK(none.status == 1);
+  CHECK(none.out.find("no running probe") != std::string::npos);
+
+  BackgroundProbe a(cfg, dir + "/a.txt", "XDG_RUNTIME_DIR=" + xdg);
+  std::string sa = xdg + "/sluice/" + std::to_string(a.pid) + ".sock";
+  a.wait_for_socket(sa);
+  CHECK(run_cmd(ctl_here + "stats").status == 0);
+  BackgroundProbe b(cfg, dir + "/b.txt", "XDG_RUNTIME_DIR=" + xdg);
+  std::string sb = xdg + "/sluice/" + std::to_string(b.pid) + ".sock";
+  b.wait_for_socket(sb);
+  Run several = run_cmd(ctl_here + "stats");
+  INFO(several.out);
+  CHECK(several.status == 1);
+  CHECK(several.out.find("2 probes are running") != std::string::npos);
+  CHECK(several.out.find(sa) != std::string::npos);
+  CHECK(several.out.find(sb) != std::string::npos);
+  CHECK(several.out.find("pid " + std::to_string(b.pid) + ": ") != std::string::npos);
+  CHECK(b.stop() == 0);
+  CHECK(run_cmd(ctl_here + "stats").status == 0);
+  // A directory others may use is refused: the probe runs without a socket.
+  CHECK(a.stop() == 0);
+  chmod((xdg + "/sluice").c_str(), 0777);
+  Run open_dir = run_cmd("cd " SLUICE_SOURCE_DIR " && XDG_RUNTIME_DIR=" + xdg + " " SLUICE_BINARY " run " +
+                         write_file(dir + "/short.pipe", "TrafficGen(duration 10ms) -> Discard;\n"));
+  CHECK(open_dir.status == 0);
+  CHECK(open_dir.out.find("running without a control socket: refusing the control directory") != std::string::npos);
+  CHECK(open_dir.out.find("others may use it") != std::string::npos);
+}
+
+TEST_CASE("ctl: stats --json on a running probe shows counters that grow", "[control][ctl]") {
+  std::string dir = scratch("stats");
+  std::string cfg = write_file(dir + "/p.pipe", "src :: TrafficGen(duration 60s, rate 4Kpps, queues 2) -> Timestamp(clock tsc) -> "
+                                                "Ring(capacity 1K) -> c :: Counter -> Discard;\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket, dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  Run first = ctl(socket, "stats --json");
+  REQUIRE(first.status == 0);
+  usleep(700 * 1000);
+  Run second = ctl(socket, "stats --json");
+  REQUIRE(second.status == 0);
+  INFO(first.out << "\n" << second.out);
+  for (const char *e : {"src#0", "src#1", "c#0", "c#1"})
+    CHECK(element_stat(second.out, e, "in") > element_stat(first.out, e, "in"));
+  CHECK(element_stat(second.out, "c#0", "bytes") > element_stat(first.out, "c#0", "bytes"));
+  // The text form shows the lanes, the elements and the accounting.
+  Run text = ctl(socket, "stats");
+  CHECK(text.status == 0);
+  CHECK(text.out.find("lane 1: received ") != std::string::npos);
+  CHECK(text.out.find("ring: capacity 1024") != std::string::npos);
+  CHECK(text.out.find("accounting: received ") != std::string::npos);
+  Run bad = ctl(socket, "stats --yaml");
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("usage: stats [--json]") != std::string::npos);
+  Run unknown = ctl(socket, "frobnicate");
+  CHECK(unknown.status == 1);
+  CHECK(unknown.out.find("unknown command 'frobnicate'") != std::string::npos);
+  Run plan = ctl(socket, "plan");
+  CHECK(plan.status == 0);
+  CHECK(plan.out.find("lane 1") != std::string::npos);
+  // A second probe on the same socket is refused; the first keeps it.
+  Run rival = run_sluice("run -q --duration 1s --control " + socket + " " + cfg);
+  CHECK(rival.status == 1);
+  CHECK(rival.out.find("--control: another process listens on " + socket) != std::string::npos);
+  CHECK(ctl(socket, "stats").status == 0);
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("ctl: handlers: a Filter's expression and a FlowTable's timeouts, written while running", "[control][ctl]") {
+  std::string dir = scratch("handlers");
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "TrafficGen(duration 60s, rate 4Kpps, udp 0.5, queues 2) -> Timestamp(clock pcap) -> f :: Filter(\"tcp\") -> "
+      "ft :: FlowTable(capacity 4K, idle 15s) -> gc :: GCSlicer(table ft) -> FlowLog(\"" + dir + "/flows$queue.csv\");\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket, dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  CHECK(ctl(socket, "read f.expr").out == "f#0: tcp\nf#1: tcp\n");
+  CHECK(read_handler(socket, "f#1.expr") == "tcp");
+
+  // An expression that matches nothing: from the write on, nothing passes.
+  REQUIRE(ctl(socket, "write f.expr 'ip proto 99'").status == 0);
+  CHECK(read_handler(socket, "f#0.expr") == "ip proto 99");
+  uint64_t passed = read_number(socket, "f#0.out"), seen = read_number(socket, "f#0.in");
+  usleep(500 * 1000);
+  CHECK(read_number(socket, "f#0.in") > seen);
+  CHECK(read_number(socket, "f#0.out") == passed);
+
+  // Back to tcp: packets pass again. A bad expression is refused and the
+  // old one keeps working.
+  REQUIRE(ctl(socket, "write f.expr tcp").status == 0);
+  usleep(300 * 1000);
+  Run bad = ctl(socket, "write f.expr 'tcp and and'");
+  INFO(bad.out);
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find("cannot write 'tcp and and' to f#0.expr: syntax error") != std::string::npos);
+  CHECK(bad.out.find("nothing was changed") != std::string::npos);
+  CHECK(read_handler(socket, "f#0.expr") == "tcp");
+  CHECK(read_handler(socket, "f#1.expr") == "tcp");
+  passed = read_number(socket, "f#0.out");
+  usleep(500 * 1000);
+  CHECK(read_number(socket, "f#0.out") > passed);
+
+  // Timeouts: written to every lane, read back; checked like the .pipe's.
+  REQUIRE(ctl(socket, "write ft.idle_timeout 42s").status == 0);
+  CHECK(ctl(socket, "read ft.idle_timeout").out == "ft#0: 42s\nft#1: 42s\n");
+  REQUIRE(ctl(socket, "write ft#1.active_timeout 2min").status == 0);
+  CHECK(read_handler(socket, "ft#1.active_timeout") == "2min");
+  CHECK(read_handler(socket, "ft#0.active_timeout") == "30min");
+  Run too_long = ctl(socket, "write ft.idle_timeout 2d");
+  CHECK(too_long.status == 1);
+  CHECK(too_long.out.find("cannot write '2d' to ft#0.idle_timeout") != std::string::npos);
+  CHECK(ctl(socket, "write ft.idle_timeout soon").status == 1);
+  CHECK(read_handler(socket, "ft#0.idle_timeout") == "42s");
+  Run read_only = ctl(socket, "write ft.active 3");
+  CHECK(read_only.status == 1);
+  CHECK(read_only.out.find("'ft.active' is read-only") != std::string::npos);
+
+  // The table's own handlers agree with each other.
+  uint64_t active = read_number(socket, "ft#0.active"), size = read_number(socket, "ft#0.size");
+  CHECK(size == 4096);
+  CHECK(active > 0);
+  CHECK(read_handler(socket, "ft#0.ended").find("end of flow: ") != std::string::npos);
+  Run missing = ctl(socket, "read ft.bogus");
+  CHECK(missing.status == 1);
+  CHECK(missing.out.find("has no handler 'bogus'; it has size, active") != std::string::npos);
+  Run typo = ctl(socket, "read fx.in");
+  CHECK(typo.status == 1);
+  CHECK(typo.out.find("did you mean 'f'?") != std::string::npos);
+  // Every handler the running elements declare can be read.
+  Run listing = ctl(socket, "handlers");
+  REQUIRE(listing.status == 0);
+  std::regex handler_line("^  ([a-z_]+) +read");
+  std::string element;
+  std::istringstream lines(listing.out);
+  int handlers = 0;
+  for (std::string l; std::getline(lines, l);) {
+    std::smatch m;
+    if (!l.empty() && l[0] != ' ' && l.find(" (") != std::string::npos) element = l.substr(0, l.find(" ("));
+    else if (std::regex_search(l, m, handler_line)) {
+      INFO(element << "." << m[1]);
+      CHECK(ctl(socket, "read " + element + "." + m[1].str()).status == 0);
+      ++handlers;
+    }
+  }
+  CHECK(handlers >= 12);  // Filter, FlowTable, GCSlicer
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("ctl: flows --top N lists the largest active flows of every lane", "[control][ctl]") {
+  std::string dir = scratch("flows");
+  std::string cfg = write_file(dir + "/p.pipe",
+                               "TrafficGen(flows 300, duration 60s, rate 4Kpps, queues 2) -> Timestamp(clock pcap) -> "
+                               "ft :: FlowTable(capacity 4K) -> gc :: GCSlicer(table ft) -> FlowLog(\"" + dir +
+                                   "/flows$queue.csv\");\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket, dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  usleep(1000 * 1000);
+  auto top = [&](int n) {
+    Run r = ctl(socket, "flows --top " + std::to_string(n));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::istringstream in(r.out);
+    std::string header;
+    std::getline(in, header);
+    CHECK(header.find("destination") != std::string::npos);
+    std::vector<std::pair<std::string, uint64_t>> rows;  // lane, bytes
+    std::regex row("^(0|1) +ft +(tcp|udp|icmp|icmpv6) +\\S+:[0-9]+ +\\S+:[0-9]+ +([0-9]+) +([0-9]+) +[0-9.]+$");
+    for (std::string l; std::getline(in, l);) {
+      std::smatch m;
+      INFO(l);
+      REQUIRE(std::regex_match(l, m, row));
+      CHECK(std::stoull(m[3].str()) > 0);
+      rows.emplace_back(m[1].str(), std::stoull(m[4].str()));
+    }
+    return rows;
+  };
+  auto five = top(5);
+  REQUIRE(five.size() == 5);
+  for (size_t i = 1; i < five.size(); ++i) CHECK(five[i - 1].second >= five[i].second);
+  // Asked for more than there are: every active flow, from both lanes.
+  auto all = top(100000);
+  std::map<std::string, int> lanes;
+  for (auto &[lane, bytes] : all) ++lanes[lane];
+  CHECK(lanes["0"] > 0);
+  CHECK(lanes["1"] > 0);
+  CHECK(all.size() > five.size());
+  CHECK(ctl(socket, "flows --top 0").status == 1);
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("metrics: /metrics passes promtool and agrees with the run summary", "[control][metrics]") {
+  std::string dir = scratch("metrics");
+  // Lane 0 replays a finite trace and ends; the null device's lane keeps the
+  // probe running, so the counters of lane 0 hold still to be compared.
+  TrafficConfig tc;
+  tc.flows = 200, tc.new_flows_per_s = 500, tc.duration_ns = 2'000'000'000ull, tc.seed = 5;
+  uint64_t packets = generate_traffic(tc).packets;
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "gen :: TrafficGen(flows 200, new_flows_per_s 500, duration 2s, seed 5) -> Timestamp(clock pcap) -> "
+      "f :: Filter(\"tcp\") -> r :: Ring(capacity 512) -> ft :: FlowTable(capacity 4K) -> gc :: GCSlicer(table ft) -> "
+      "log :: FlowLog(\"" + dir + "/flows.csv\");\n"
+      "idle :: RSSSource(device \"null\") -> Discard;\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket + " --metrics 0 --stats-json " + dir + "/stats.json",
+                        dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  std::string m;
+  for (int i = 0; i < 200; ++i) {  // until lane 0 has taken in its trace and flushed its table
+    m = fetch_metrics(dir + "/log.txt");
+    if (sample(m, "sluice_element_received_packets_total{lane=\"0\",element=\"gen\"}") == double(packets) &&
+        sample(m, "sluice_flow_table_active_flows{lane=\"0\",element=\"ft\"}") == 0)
+      break;
+    usleep(100 * 1000);
+  }
+  REQUIRE(sample(m, "sluice_lane_received_packets_total{lane=\"0\"}") == double(packets));
+
+  if (have_tool("promtool")) {
+    write_file(dir + "/metrics.txt", m.substr(1));
+    Run check = run_cmd("promtool check metrics < " + dir + "/metrics.txt");
+    INFO(check.out);
+    CHECK(check.status == 0);
+  } else {
+    WARN("promtool is not installed (Debian package prometheus): the exposition was not linted");
+  }
+  // Every kind of metric is there.
+  for (const char *family :
+       {"sluice_element_dropped_packets_total", "sluice_ring_occupancy_packets", "sluice_flow_table_created_flows_total",
+        "sluice_flow_table_ended_flows_total", "sluice_flow_table_evicted_flows_total",
+        "sluice_gc_slice_duration_seconds", "sluice_port_missed_packets_total", "sluice_port_rx_nombuf_total",
+        "sluice_port_error_packets_total", "sluice_reloads_total", "sluice_reload_pause_seconds"})
+    CHECK(m.find("\n# TYPE " + std::string(family) + " ") != std::string::npos);
+  CHECK(sample(m, "sluice_port_received_packets_total{lane=\"1\",element=\"idle\",port=\"0\",device=\"null\"}") == 0);
+  CHECK(sample(m, "sluice_gc_slice_duration_seconds_count{lane=\"0\",element=\"gc\"}") > 0);
+  CHECK(sample(m, "sluice_ring_capacity_packets{lane=\"0\",element=\"r\"}") == 512);
+
+  CHECK(probe.stop() == 0);
+  std::string json = read_file(dir + "/stats.json");
+  // Lane 0 held still: its metrics are the summary's numbers.
+  CHECK(sample(m, "sluice_element_received_packets_total{lane=\"0\",element=\"f\"}") == element_stat(json, "f#0", "in"));
+  CHECK(sample(m, "sluice_element_sent_packets_total{lane=\"0\",element=\"f\"}") == element_stat(json, "f#0", "out"));
+  CHECK(sample(m, "sluice_element_dropped_packets_total{lane=\"0\",element=\"f\",reason=\"filtered\"}") ==
+        element_stat(json, "f#0", "filtered"));
+  CHECK(sample(m, "sluice_element_absorbed_packets_total{lane=\"0\",element=\"ft\"}") ==
+        element_stat(json, "ft#0", "absorbed"));
+  CHECK(sample(m, "sluice_element_received_bytes_total{lane=\"0\",element=\"gen\"}") ==
+        element_stat(json, "gen#0", "bytes"));
+  uint64_t records = element_stat(json, "log#0", "records_absorbed");
+  CHECK(records > 0);
+  CHECK(sample(m, "sluice_element_absorbed_records_total{lane=\"0\",element=\"log\"}") == records);
+  double ended = 0;
+  for (const char *reason : {"idle timeout", "active timeout", "end of flow", "forced end", "lack of resources"})
+    ended += sample(m, "sluice_flow_table_ended_flows_total{lane=\"0\",element=\"ft\",reason=\"" + std::string(reason) + "\"}");
+  CHECK(ended == records);
+  CHECK(sample(m, "sluice_flow_table_ended_flows_total{lane=\"0\",element=\"ft\",reason=\"forced end\"}") > 0);
+}

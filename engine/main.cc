@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -58,17 +59,19 @@ bool parse_defines(const std::vector<std::string> &in, FrontendOptions &opts) {
   return true;
 }
 
-// Front end plus lane replication; diagnostics printed. Returns the exit status.
-int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGraph &lg) {
+// Front end plus lane replication; diagnostics printed to `diag_out`.
+// Returns the exit status.
+int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGraph &lg,
+            std::ostream &diag_out = std::cerr, bool color = isatty(2)) {
   FrontendOptions opts;
   if (!parse_defines(args.defines, opts)) return kExitUsage;
   Diagnostics diags(sm);
   bool ok = load_pipe_file(args.file, opts, sm, diags, g);
   if (ok) ok = build_lanes(g, diags, lg);
-  diags.print(std::cerr, isatty(2));
+  diags.print(diag_out, color);
   if (diags.error_count() || diags.warning_count())
-    std::cerr << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", "
-              << diags.warning_count() << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
+    diag_out << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", "
+             << diags.warning_count() << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
   return ok ? kExitClean : kExitErrors;
 }
 
@@ -109,6 +112,8 @@ int print_svg(const std::string &config, const LaneGraph &lanes, const Placement
 // waiting for full rings too.
 Runtime *g_running = nullptr;
 std::atomic<int> g_interrupts{0};  // lock-free: safe in a signal handler
+std::atomic<bool> g_reload_requested{false};  // SIGHUP: reload the file the run started with
+void on_hangup(int) { g_reload_requested = true; }
 void on_interrupt(int) {
   int n = ++g_interrupts;
   if (!g_running) return;  // still setting up: the run stops as soon as it starts
@@ -165,9 +170,13 @@ int control_client(const std::string &socket, const std::vector<std::string> &ar
     }
     path = live[0];
   }
+  // The probe runs elsewhere: the file to reload is named from here.
+  std::vector<std::string> request = args;
+  if (request[0] == "reload" && request.size() >= 2 && !request[1].empty() && request[1][0] != '/')
+    request[1] = (std::filesystem::current_path() / request[1]).string();
   ControlReply reply;
   std::string err;
-  if (!control_request(path, args, reply, &err)) {
+  if (!control_request(path, request, reply, &err)) {
     std::cerr << "sluice ctl: " << err << "\n";
     return kExitErrors;
   }
@@ -218,6 +227,9 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   sa.sa_handler = on_interrupt;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction hup {};  // from the start: SIGHUP must never end the probe
+  hup.sa_handler = on_hangup;
+  sigaction(SIGHUP, &hup, nullptr);
   Runtime rt(lanes, opts);
   if (!rt.setup(&err)) {
     std::cerr << "sluice: error: " << err << "\n";
@@ -229,6 +241,50 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   ControlServer control(probe_lock);
   ProbeControl probe(rt, args.file);
   probe.add_commands(control);
+  // Hot reload: `sluice ctl reload FILE [--dry-run]`, and SIGHUP for the
+  // file the run started with. The new file gets the run's --define values
+  // and is placed on the same host profile.
+  auto reload = [&](const std::string &file, bool dry_run) -> ControlServer::Reply {
+    auto next = std::make_shared<CompiledGraph>();
+    ConfigArgs next_args = args;
+    next_args.file = file;
+    std::ostringstream diags;
+    if (compile(next_args, next->sources, next->graph, next->lanes, diags, false) != kExitClean)
+      return ControlServer::Reply::error(diags.str() + "the running graph goes on unchanged\n");
+    HostProfile next_profile;
+    auto next_placement = std::make_shared<Placement>();
+    std::ostringstream place_errors;
+    std::streambuf *saved = std::cerr.rdbuf(place_errors.rdbuf());  // place_on_host reports on cerr
+    int prc = place_on_host(host, next->lanes, next_profile, *next_placement);
+    std::cerr.rdbuf(saved);
+    if (prc != kExitClean) return ControlServer::Reply::error(place_errors.str() + "the running graph goes on unchanged\n");
+    next->placement = next_placement;
+    ReloadOutcome o = rt.reload(next, dry_run);
+    if (!o.error.empty()) return ControlServer::Reply::error(o.error + "the running graph goes on unchanged\n");
+    std::string text = o.plan.text();
+    if (dry_run) return ControlServer::Reply::done(text + "dry run: nothing changed\n");
+    text += "applied; pause per lane:";
+    for (size_t l = 0; l < o.lane_pause_ns.size(); ++l) {
+      char b[64];
+      snprintf(b, sizeof b, " %zu: %.0f us", l, double(o.lane_pause_ns[l]) / 1e3);
+      text += b;
+    }
+    return ControlServer::Reply::done(text + "\n");
+  };
+  control.add_command("reload", "reload FILE [--dry-run]",
+                      "check FILE and switch the running graph to it; flows and queued packets are kept",
+                      [&](const ControlArgs &a) {
+                        bool dry = a.size() == 2 && a[1] == "--dry-run";
+                        if (a.empty() || a.size() > 2 || (a.size() == 2 && !dry))
+                          return ControlServer::Reply::error("usage: reload FILE [--dry-run]");
+                        return reload(a[0], dry);
+                      });
+  rt.on_tick([&] {
+    if (!g_reload_requested.exchange(false)) return;
+    std::lock_guard lock(probe_lock);  // as a control command would
+    ControlServer::Reply r = reload(args.file, false);
+    std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
+  });
   if (int crc = open_control(control, access.control, quiet); crc != kExitClean) return crc;
   MetricsServer metrics;
   if (!access.metrics.empty()) {

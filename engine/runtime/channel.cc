@@ -45,7 +45,7 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
     uint64_t occ = capacity_ - free_space;
     if (occ > max_occupancy_.get()) max_occupancy_.add(occ - max_occupancy_.get());
     if (done == n) break;
-    if (!wait_ || abort.load(std::memory_order_relaxed)) {
+    if (!wait_.load(std::memory_order_relaxed) || abort.load(std::memory_order_relaxed)) {
       // No room: the rest is lost, counted where the user can see why.
       owner_->counters.drops[full_reason_].add(n - done);
       for (unsigned i = done; i < n; ++i) on_drop(i);
@@ -73,13 +73,13 @@ unsigned Channel::send(FlowBatch &batch, const std::atomic<bool> &abort) {
 
 unsigned Channel::receive(PacketBatch &batch, unsigned max) {
   batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.pkts, esize_, std::min<unsigned>(max, kMaxBurst), nullptr));
-  if (batch.count && wait_) room_bell_.ring();
+  if (batch.count && wait_.load(std::memory_order_relaxed)) room_bell_.ring();
   return batch.count;
 }
 
 unsigned Channel::receive(FlowBatch &batch, unsigned max) {
   batch.count = uint16_t(rte_ring_sc_dequeue_burst_elem(ring_, batch.recs, esize_, std::min<unsigned>(max, kMaxFlowBatch), nullptr));
-  if (batch.count && wait_) room_bell_.ring();
+  if (batch.count && wait_.load(std::memory_order_relaxed)) room_bell_.ring();
   return batch.count;
 }
 

@@ -27,8 +27,14 @@ class Channel {
   // Where items that do not fit are counted (owner's drop reason): a live
   // lane drops them; an offline one waits for room.
   void set_overflow(RuntimeElement *owner, int full_reason, bool wait_when_full) {
-    owner_ = owner, full_reason_ = full_reason, wait_ = wait_when_full;
+    owner_ = owner, full_reason_ = full_reason;
+    wait_.store(wait_when_full, std::memory_order_relaxed);
   }
+  // From now on wait for room even on a live lane: the producer is
+  // flushing at the end (or for a reload), no packet is coming in that a
+  // wait could make the device lose, and every record must get through.
+  // Producer side.
+  void wait_from_now() { wait_.store(true, std::memory_order_relaxed); }
   void set_target(OutputTarget t) { target_ = t; }
   // Rung when items arrive or the channel closes: the consumer sleeps on it.
   void set_consumer_doorbell(Doorbell *d) { consumer_bell_ = d; }
@@ -74,7 +80,7 @@ class Channel {
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;
   int full_reason_ = -1;
-  bool wait_ = false;
+  std::atomic<bool> wait_{false};  // read by the consumer too: whether to ring room_bell_
   std::atomic<bool> closed_{false};
   Doorbell *consumer_bell_ = nullptr;
   Doorbell room_bell_;  // an offline producer waiting for room sleeps on it

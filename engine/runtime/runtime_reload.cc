@@ -163,6 +163,7 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
       }
       lock.unlock();
       seg.drain_inputs();
+      seg.outputs_wait();
       for (RuntimeElement *e : seg.elements())
         if (std::find(flush_at_switch.begin(), flush_at_switch.end(), e) != flush_at_switch.end()) e->flush();
       lock.lock();

@@ -199,6 +199,7 @@ void SegmentRunner::run() {
   // End of input: elements hand on what they hold, upstream first, then the
   // segments downstream learn that nothing more will come.
   if (!retired_) {
+    for (Channel *c : outputs_) c->wait_from_now();
     for (RuntimeElement *e : elements_) e->flush();
     for (Channel *c : outputs_) c->close();
   }

@@ -83,6 +83,9 @@ class SegmentRunner {
   // elements live on in the new graph's segments).
   bool drain_inputs();
   void retire() { retired_ = true; }
+  void outputs_wait() {
+    for (Channel *c : outputs_) c->wait_from_now();
+  }
   const std::vector<RuntimeElement *> &elements() const { return elements_; }
   const ThreadSettlement &settlement() const { return settlement_; }
 

@@ -3,6 +3,8 @@
 // refuse in between. The records must be exactly those of a run without
 // reloads on the same generated traffic (no flow lost or exported twice),
 // and every packet accounted for.
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -152,4 +154,67 @@ TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad fil
   for (size_t i = 0; i < got.size(); ++i)
     if (got[i] != want[i] && ++differ <= 3) CHECK(got[i] == want[i]);
   CHECK(differ == 0);
+}
+
+// The same as an operator does it: `sluice ctl reload` (a dry run, a good
+// file, a broken one, one that changes a source) and SIGHUP, on a probe with
+// live (paced) traffic.
+TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][ctl]") {
+  std::string dir = test::scratch("reload", "ctl");
+  std::string log = dir + "/flows.csv", sock = dir + "/probe.sock";
+  auto paced = [&](std::string text) {
+    text.replace(text.find("queues 3"), 8, "queues 2, rate 100Kpps");
+    return text;
+  };
+  std::string a = test::write_file(dir + "/a.pipe", paced(graph_a(log)));
+  std::string b = test::write_file(dir + "/b.pipe", paced(graph_b(log)));
+  std::string broken = test::write_file(dir + "/broken.pipe", "src :: TrafficGen;\nsrc -> Frobnicate -> Discard;\n");
+  std::string other = paced(graph_a(log));
+  other.replace(other.find("seed 7"), 6, "seed 9");
+  std::string other_source = test::write_file(dir + "/other.pipe", other);
+
+  test::Run started = test::run_cmd("cd " SLUICE_SOURCE_DIR " && (" SLUICE_BINARY " run -q " + a + " --control " + sock +
+                                    " --duration 8s --stats-json " + dir + "/s.json > " + dir + "/out.txt 2>&1 & echo $!)");
+  int pid = std::stoi(started.out);
+  for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(std::filesystem::exists(sock));
+  auto ctl = [&](const std::string &cmd) { return test::run_sluice("ctl --socket " + sock + " " + cmd); };
+  auto expr = [&] { return ctl("read f#0.expr").out; };
+
+  test::Run dry = ctl("reload " + b + " --dry-run");
+  CHECK(dry.status == 0);
+  CHECK(dry.out.find("reconfigure f            Filter: expr ip or ip6 -> not arp") != std::string::npos);
+  CHECK(dry.out.find("migrate     ft           FlowTable: capacity 64K -> 128K") != std::string::npos);
+  CHECK(dry.out.find("dry run: nothing changed") != std::string::npos);
+  CHECK(expr() == "ip or ip6\n");
+
+  test::Run applied = ctl("reload " + b);
+  INFO(applied.out);
+  CHECK(applied.status == 0);
+  CHECK(applied.out.find("applied; pause per lane: 0: ") != std::string::npos);
+  CHECK(expr() == "not arp\n");
+
+  test::Run bad = ctl("reload " + broken);
+  CHECK(bad.status == 1);
+  CHECK(bad.out.find(broken + ":2:8: error: unknown element or class 'Frobnicate'") != std::string::npos);
+  CHECK(bad.out.find("the running graph goes on unchanged") != std::string::npos);
+  test::Run refused = ctl("reload " + other_source);
+  CHECK(refused.status == 1);
+  CHECK(refused.out.find("source 'src' changed: seed 7 -> 9") != std::string::npos);
+  CHECK(expr() == "not arp\n");
+
+  kill(pid, SIGHUP);  // back to the file it started with
+  std::string now;
+  for (int i = 0; i < 100 && (now = expr()) != "ip or ip6\n"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(now == "ip or ip6\n");
+
+  while (kill(pid, 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string out = test::read_file(dir + "/out.txt");
+  INFO(out);
+  CHECK(out.find("sluice: SIGHUP: reload " + a + ": reload plan:") != std::string::npos);
+  CHECK(out.find("every packet accounted for") != std::string::npos);
+  std::string json = test::read_file(dir + "/s.json");
+  size_t at = json.find("\"received\": ");
+  REQUIRE(at != std::string::npos);
+  CHECK(packets_in_records(sorted_lines(test::read_file(log))) == std::stoull(json.substr(at + 12)));
 }

@@ -3,10 +3,11 @@
 //
 // 1. Off the data path: the plan, and the instances of the new graph: kept
 //    instances are reused, migrated and added elements get new ones.
-// 2. Every segment stops between two batches, upstream first, each in a job
-//    on its own thread (SegmentRunner::call) that first takes what its input
-//    rings hold through the old graph; upstream is stopped, so the rings end
-//    empty and no channel needs to move to the new graph.
+// 2. Every segment stops between two batches, a level at a time, upstream
+//    first, each in a job on its own thread (SegmentRunner::call) that first
+//    takes what its input rings hold through the old graph; upstream is
+//    stopped, so the rings end empty and no channel needs to move to the new
+//    graph.
 // 3. With every segment stopped, the new instances are prepared (files,
 //    filters). A failure up to here lets every segment go on with the old
 //    graph, untouched.
@@ -14,11 +15,13 @@
 //    first, each after handing on what its removed elements hold (a removed
 //    flow table exports its flows as "forced end") through the old wiring,
 //    while downstream segments still take it in. Kept instances are rebound
-//    to the new graph (reconfigured when their live arguments changed),
-//    migrated ones adopt their predecessor's state, the new segments start.
+//    to the new graph (reconfigured when their live arguments changed), the
+//    new segments start, and migrated instances adopt their predecessor's
+//    state on their own thread before its first batch.
 //
 // A lane's pause runs from the moment its acquisition stopped to the moment
 // its new acquisition thread started.
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <sstream>
@@ -33,17 +36,25 @@ namespace {
 
 constexpr uint64_t kStopTimeoutNs = 2'000'000'000;  // a segment stuck longer fails the reload
 
-// Segments in an order where every segment comes after those that feed it.
-std::vector<int> upstream_first(const LaneGraph &lg) {
-  std::vector<int> fed_by(lg.segments.size(), 0), order;
+// Segments by depth: the first level is fed by no segment (acquisition),
+// every later one only by segments of earlier levels. A level stops at once.
+std::vector<std::vector<int>> upstream_first(const LaneGraph &lg) {
+  std::vector<int> fed_by(lg.segments.size(), 0), depth(lg.segments.size(), 0), order;
   for (const Segment &s : lg.segments)
     for (int f : s.feeds) ++fed_by[f];
   for (size_t i = 0; i < lg.segments.size(); ++i)
     if (fed_by[i] == 0) order.push_back(int(i));
   for (size_t k = 0; k < order.size(); ++k)
-    for (int f : lg.segments[order[k]].feeds)
+    for (int f : lg.segments[order[k]].feeds) {
+      depth[f] = std::max(depth[f], depth[order[k]] + 1);
       if (--fed_by[f] == 0) order.push_back(f);
-  return order;
+    }
+  std::vector<std::vector<int>> levels;
+  for (int i : order) {
+    if (size_t(depth[i]) >= levels.size()) levels.resize(size_t(depth[i]) + 1);
+    levels[size_t(depth[i])].push_back(i);
+  }
+  return levels;
 }
 
 }  // namespace
@@ -182,25 +193,26 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
     for (std::thread &t : callers) t.join();
   };
   std::string stop_error;
-  for (int k : upstream_first(old_lg)) {
-    callers.emplace_back([&, k] {
-      bool taken = false;
-      try {
-        taken = segments_[k]->call(job_for(k), kStopTimeoutNs);
-      } catch (...) {
-      }
-      if (!taken) {
-        std::lock_guard lock(stop.m);
-        stop.failed[k] = 1;
-        stop.cv.notify_all();
-      }
-    });
+  for (const std::vector<int> &level : upstream_first(old_lg)) {
+    for (int k : level)
+      callers.emplace_back([&, k] {
+        bool taken = false;
+        try {
+          taken = segments_[k]->call(job_for(k), kStopTimeoutNs);
+        } catch (...) {
+        }
+        if (!taken) {
+          std::lock_guard lock(stop.m);
+          stop.failed[k] = 1;
+          stop.cv.notify_all();
+        }
+      });
     std::unique_lock lock(stop.m);
-    stop.cv.wait(lock, [&] { return stop.stopped[k] || stop.failed[k]; });
-    if (stop.failed[k]) {
-      stop_error = segments_[k]->label() + " did not stop within 2 s";
-      break;
+    for (int k : level) {
+      stop.cv.wait(lock, [&] { return stop.stopped[k] || stop.failed[k]; });
+      if (stop.failed[k] && stop_error.empty()) stop_error = segments_[k]->label() + " did not stop within 2 s";
     }
+    if (!stop_error.empty()) break;
   }
   if (!stop_error.empty()) {
     structure.unlock();
@@ -244,13 +256,18 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
     e->rebind(new_lg.nodes[i]);
     if (step_of[new_lg.nodes[i].element]->action == ReloadAction::Reconfigure) e->reconfigure();
   }
-  for (size_t i = 0; i < n_new; ++i)
-    if (predecessor[i] && (new_lg.nodes[i].spec->flags & kStateful)) inst[i]->adopt_state(*predecessor[i]);
   for (RuntimeElement *e : inst) e->relink();
 
   std::vector<std::unique_ptr<SegmentRunner>> new_segments;
   std::vector<std::unique_ptr<Channel>> new_channels;
   build_segments(new_lg, inst, new_segments, new_channels);
+  // State moves on the thread that will own it, before its loop: in
+  // parallel over the lanes, and behind a Ring the lane's acquisition is
+  // already running meanwhile (its packets wait in the ring).
+  for (size_t i = 0; i < n_new; ++i)
+    if (predecessor[i] && (new_lg.nodes[i].spec->flags & kStateful))
+      new_segments[size_t(new_lg.nodes[i].segment)]->add_start_job(
+          [e = inst[i], from = predecessor[i]] { e->adopt_state(*from); });
   std::vector<std::unique_ptr<RuntimeElement>> new_elements(n_new);
   for (size_t i = 0; i < n_new; ++i)
     new_elements[i] = made[i] ? std::move(made[i]) : std::move(elements_[kept_from[i]]);
@@ -264,16 +281,14 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
   channels_ = std::move(new_channels);
   generations_.push_back(next);
 
-  std::vector<uint64_t> lane_started(new_lg.lanes.size(), 0);
-  for (auto &s : segments_) {
-    s->start(&interpreter_);
-    int lane = s->segment().lane;
-    if (lane >= 0 && !lane_started[lane]) lane_started[lane] = mono_ns();
-  }
+  for (auto &s : segments_) s->start(&interpreter_);
   structure.unlock();
-  for (const Lane &l : old_lg.lanes) {
-    uint64_t stopped = stop.stopped_at_ns[size_t(l.segments.front())];
-    out.lane_pause_ns.push_back(lane_started[size_t(l.id)] - stopped);
+  // A lane's pause: from its acquisition's stop to its new acquisition's loop.
+  for (const Lane &l : new_lg.lanes) {
+    const SegmentRunner &acquisition = *segments_[size_t(l.segments.front())];
+    while (!acquisition.loop_started_ns() && !acquisition.done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    uint64_t stopped = stop.stopped_at_ns[size_t(old_lg.lanes[size_t(l.id)].segments.front())];
+    out.lane_pause_ns.push_back(acquisition.loop_started_ns() ? acquisition.loop_started_ns() - stopped : 0);
   }
   out.applied = true;
   record_reload(true, out.lane_pause_ns);

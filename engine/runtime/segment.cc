@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/run_context.hh"
 
@@ -163,6 +164,9 @@ void SegmentRunner::run() {
   std::string name = "sl-" + std::to_string(seg_->id);
   pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 
+  for (auto &job : start_jobs_) job();  // a reload's state moves, on the thread that owns it
+  start_jobs_.clear();
+  loop_started_ns_.store(mono_ns(), std::memory_order_release);
   unsigned idle = 0, passes = 0;
   for (;;) {
     if ((++passes & 1023) == 0) note_cpu();  // where the thread really runs, for the summary

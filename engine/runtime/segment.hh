@@ -83,6 +83,11 @@ class SegmentRunner {
   // elements live on in the new graph's segments).
   bool drain_inputs();
   void retire() { retired_ = true; }
+  // Runs on the thread before its loop (set before start()), e.g. a new flow
+  // table taking over its predecessor's flows; and when the loop began
+  // (CLOCK_MONOTONIC ns, 0 before).
+  void add_start_job(std::function<void()> job) { start_jobs_.push_back(std::move(job)); }
+  uint64_t loop_started_ns() const { return loop_started_ns_.load(std::memory_order_acquire); }
   void outputs_wait() {
     for (Channel *c : outputs_) c->wait_from_now();
   }
@@ -132,6 +137,8 @@ class SegmentRunner {
   ThreadSettlement settlement_;
   std::vector<int> cpus_seen_;  // written by the thread, read after join
   bool retired_ = false;        // set and read on the thread
+  std::vector<std::function<void()>> start_jobs_;
+  std::atomic<uint64_t> loop_started_ns_{0};
   std::thread thread_;
 };
 

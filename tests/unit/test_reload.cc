@@ -218,3 +218,48 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   REQUIRE(at != std::string::npos);
   CHECK(packets_in_records(sorted_lines(test::read_file(log))) == std::stoull(json.substr(at + 12)));
 }
+
+// The new graph's instances are prepared while every segment is stopped; if
+// one cannot start (a file it cannot write), every segment goes back to the
+// old graph, and a later reload still works.
+TEST_CASE("reload: a new graph that cannot start leaves the old one running", "[reload]") {
+  std::string dir = test::scratch("reload", "rollback");
+  std::string log = dir + "/flows.csv";
+  std::string diags;
+  auto first = compile(graph_a(log), &diags);
+  REQUIRE(first);
+  RunOptions opts;
+  opts.eal_args = {"--no-huge"};
+  opts.status_line = false;
+  Runtime rt(first->lanes, opts);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  std::thread runner([&] { rt.run(); });
+  struct Stop {
+    Runtime &rt;
+    std::thread &t;
+    ~Stop() {
+      if (t.joinable()) rt.request_abort(), t.join();
+    }
+  } stop{rt, runner};
+
+  auto unwritable = compile(graph_b("/nonexistent/dir/flows.csv"), &diags);
+  REQUIRE(unwritable);
+  ReloadOutcome o = rt.reload(unwritable, false);
+  CHECK_FALSE(o.applied);
+  CHECK(o.error.find("reload abandoned, the running graph goes on: 'log': cannot write '/nonexistent/dir/flows.csv'") !=
+        std::string::npos);
+  CHECK(o.plan.find("log")->action == ReloadAction::Migrate);
+  uint64_t before = rt.totals().received;
+  for (int w = 0; w < 2000 && rt.totals().received == before; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(rt.totals().received > before);
+
+  ReloadOutcome ok = rt.reload(compile(graph_b(log), &diags), false);
+  CHECK(ok.applied);
+  runner.join();
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
+  CHECK(rt.reload_stats().applied.load() == 1);
+  CHECK(rt.reload_stats().failed.load() == 1);
+}

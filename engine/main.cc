@@ -263,6 +263,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     if (!o.error.empty()) return ControlServer::Reply::error(o.error + "the running graph goes on unchanged\n");
     std::string text = o.plan.text();
     if (dry_run) return ControlServer::Reply::done(text + "dry run: nothing changed\n");
+    probe.set_config(file);
     text += "applied; pause per lane:";
     for (size_t l = 0; l < o.lane_pause_ns.size(); ++l) {
       char b[64];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "dsl/diagnostics.hh"
@@ -100,14 +101,13 @@ void ProbeControl::add_commands(ControlServer &server) {
                      });
   server.add_command("flows", "flows [--top N]", "the N largest active flows by bytes, all lanes (default 10)",
                      [this](const ControlArgs &a) {
-                       size_t n = 10;
-                       std::string text = a.size() == 2 && a[0] == "--top" ? a[1] : a.size() == 1 && a[0].rfind("--top=", 0) == 0 ? a[0].substr(6) : "";
-                       if (!a.empty()) {
-                         char *end = nullptr;
-                         unsigned long v = text.empty() ? 0 : strtoul(text.c_str(), &end, 10);
-                         if (text.empty() || *end || v == 0) return ControlServer::Reply::error("usage: flows [--top N] (N >= 1)");
-                         n = v;
-                       }
+                       std::string count = a.empty()                                      ? "10"
+                                           : a.size() == 2 && a[0] == "--top"             ? a[1]
+                                           : a.size() == 1 && a[0].rfind("--top=", 0) == 0 ? a[0].substr(6)
+                                                                                          : "";
+                       char *end = nullptr;
+                       unsigned long n = count.empty() ? 0 : strtoul(count.c_str(), &end, 10);
+                       if (n == 0 || *end) return ControlServer::Reply::error("usage: flows [--top N] (N >= 1)");
                        return ControlServer::Reply::done(top_flows(n));
                      });
   server.add_command("plan", "plan", "the running graph: lanes, segments and where they run",

@@ -33,6 +33,8 @@ class ProbeControl {
  public:
   // `config`: the file the probe runs (for `plan`).
   ProbeControl(Runtime &rt, std::string config);
+  // A reload switched the probe to another file.
+  void set_config(std::string config) { config_ = std::move(config); }
 
   // stats, read, write, handlers, flows, plan.
   void add_commands(ControlServer &server);

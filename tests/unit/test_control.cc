@@ -350,6 +350,9 @@ TEST_CASE("ctl: finds the one running probe, lists several, and says when none r
   Run none = run_cmd(ctl_here + "stats");
   CHECK(none.status == 1);
   CHECK(none.out.find("no running probe") != std::string::npos);
+  Run no_command = run_cmd(ctl_here);
+  CHECK(no_command.status == 2);
+  CHECK(no_command.out.find("a command is needed") != std::string::npos);
 
   BackgroundProbe a(cfg, dir + "/a.txt", "XDG_RUNTIME_DIR=" + xdg);
   std::string sa = xdg + "/sluice/" + std::to_string(a.pid) + ".sock";

@@ -193,6 +193,9 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   CHECK(applied.status == 0);
   CHECK(applied.out.find("applied; pause per lane: 0: ") != std::string::npos);
   CHECK(expr() == "not arp\n");
+  test::Run plan = ctl("plan");
+  CHECK(plan.out.find("plan for " + b + ": ") != std::string::npos);
+  CHECK(plan.out.find("capacity 128K") != std::string::npos);
 
   test::Run bad = ctl("reload " + broken);
   CHECK(bad.status == 1);

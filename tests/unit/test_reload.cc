@@ -266,3 +266,60 @@ TEST_CASE("reload: a new graph that cannot start leaves the old one running", "[
   CHECK(rt.reload_stats().applied.load() == 1);
   CHECK(rt.reload_stats().failed.load() == 1);
 }
+
+// A reload that removes the flow table (and what follows it): its flows are
+// exported through the old wiring as "forced end" before the switch, so the
+// log holds every packet the table metered.
+TEST_CASE("reload: a removed flow table exports its flows as forced end", "[reload]") {
+  std::string dir = test::scratch("reload", "remove");
+  std::string log = dir + "/flows.csv";
+  std::string diags;
+  auto first = compile(graph_a(log), &diags);
+  REQUIRE(first);
+  RunOptions opts;
+  opts.eal_args = {"--no-huge"};
+  opts.status_line = false;
+  Runtime rt(first->lanes, opts);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  std::thread runner([&] { rt.run(); });
+  struct Stop {
+    Runtime &rt;
+    std::thread &t;
+    ~Stop() {
+      if (t.joinable()) rt.request_abort(), t.join();
+    }
+  } stop{rt, runner};
+  while (rt.totals().received < 500000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  auto counting = compile(
+      "src :: TrafficGen(flows 40K, new_flows_per_s 20K, duration 20s, sizes [64B], seed 7, queues 3);\n"
+      "src -> Timestamp(clock pcap) -> Ring(capacity 4K) -> f :: Filter(\"ip or ip6\") -> n :: Counter -> Discard;\n",
+      &diags);
+  INFO(diags);
+  REQUIRE(counting);
+  ReloadOutcome o = rt.reload(counting, false);
+  INFO(o.error);
+  REQUIRE(o.applied);
+  CHECK(o.plan.find("ft")->action == ReloadAction::Remove);
+  CHECK(o.plan.find("log")->action == ReloadAction::Remove);
+  runner.join();
+
+  uint64_t metered = 0, counted = 0;
+  std::string json = rt.summary_json();
+  for (const RuntimeElement *e : {rt.find("n#0"), rt.find("n#1"), rt.find("n#2")}) {
+    REQUIRE(e);
+    counted += e->counters.in.get();
+  }
+  CHECK(rt.find("ft#0") == nullptr);  // gone from the running graph, still in the summary:
+  CHECK(json.find("\"name\": \"ft#0\", \"class\": \"FlowTable\", \"lane\": 0, \"replaced\": true") != std::string::npos);
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  auto records = sorted_lines(test::read_file(log));
+  metered = packets_in_records(records);
+  CHECK(metered > 0);
+  CHECK(metered + counted == t.received);
+  size_t forced = 0;
+  for (const std::string &r : records) forced += r.find("forced end") != std::string::npos;
+  CHECK(forced > 1000);  // the flows active at the switch
+}

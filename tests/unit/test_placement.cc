@@ -29,18 +29,18 @@ struct Json {
   double number = 0;
   std::string string;
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> fields;
+  std::vector<std::string> keys;  // an object's keys, and their values in `items`
 
   const Json &operator[](const std::string &key) const {
-    for (const auto &[k, v] : fields)
-      if (k == key) return v;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return items[i];
     FAIL("no key '" << key << "' in a JSON object");
     static Json none;
     return none;
   }
   bool has(const std::string &key) const {
-    for (const auto &f : fields)
-      if (f.first == key) return true;
+    for (const std::string &k : keys)
+      if (k == key) return true;
     return false;
   }
   int integer() const { return int(number); }
@@ -95,7 +95,8 @@ class JsonReader {
       while (!next_is('}')) {
         std::string k = string();
         expect(':');
-        v.fields.emplace_back(k, value());
+        v.keys.push_back(k);
+        v.items.push_back(value());
         if (!next_is('}')) expect(',');
       }
       expect('}');

@@ -323,3 +323,48 @@ TEST_CASE("reload: a removed flow table exports its flows as forced end", "[relo
   for (const std::string &r : records) forced += r.find("forced end") != std::string::npos;
   CHECK(forced > 1000);  // the flows active at the switch
 }
+
+// One more exporter on a running probe: added by a reload, it gets the
+// records of the flows that end from then on; the log keeps getting all.
+TEST_CASE("reload: an exporter added while running gets the records from then on", "[reload]") {
+  std::string dir = test::scratch("reload", "add");
+  std::string log = dir + "/flows.csv";
+  std::string diags;
+  auto first = compile(graph_a(log), &diags);
+  REQUIRE(first);
+  RunOptions opts;
+  opts.eal_args = {"--no-huge"};
+  opts.status_line = false;
+  Runtime rt(first->lanes, opts);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  std::thread runner([&] { rt.run(); });
+  struct Stop {
+    Runtime &rt;
+    std::thread &t;
+    ~Stop() {
+      if (t.joinable()) rt.request_abort(), t.join();
+    }
+  } stop{rt, runner};
+  while (rt.totals().received < 500000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  auto with_exporter = compile(graph_a(log) + "exp :: shared IPFIXExporter(127.0.0.1:9);\ngc -> exp;\n", &diags);
+  INFO(diags);
+  REQUIRE(with_exporter);
+  ReloadOutcome o = rt.reload(with_exporter, false);
+  INFO(o.error);
+  REQUIRE(o.applied);
+  CHECK(o.plan.find("exp")->action == ReloadAction::Add);
+  CHECK(o.plan.connected.size() == 1);
+  runner.join();
+
+  const RuntimeElement *exp = rt.find("exp");
+  REQUIRE(exp);
+  const RuntimeElement *logger = rt.find("log");
+  REQUIRE(logger);
+  CHECK(exp->counters.records_in.get() > 1000);
+  CHECK(exp->counters.records_in.get() < logger->counters.records_in.get());
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
+}

@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "engine/json_text.hh"
+
 namespace sluice {
 
 std::string format_args(const std::vector<ResolvedArg> &args, bool mark_defaults) {
@@ -102,18 +104,6 @@ void print_placement_text(std::ostream &os, const LaneGraph &lg, const Placement
   for (const std::string &n : p.notes) os << "  note: " << n << "\n";
 }
 
-std::string json_string(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o + "\"";
-}
 
 std::string json_ints(const std::vector<int> &v) {
   std::string o = "[";

@@ -109,23 +109,10 @@ std::string describe_probe_socket(const std::string &path) {
   return "pid " + pid + ": " + cmd;
 }
 
-std::string json_quote(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (c == '\n') o += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o + "\"";
-}
 
 std::string encode_control_request(const std::vector<std::string> &args) {
   std::string line = "[";
-  for (size_t i = 0; i < args.size(); ++i) line += (i ? "," : "") + json_quote(args[i]);
+  for (size_t i = 0; i < args.size(); ++i) line += (i ? "," : "") + json_string(args[i]);
   return line + "]";
 }
 

@@ -17,6 +17,8 @@
 // client can speak it: printf '["stats"]\n' | socat - UNIX-CONNECT:PATH
 #pragma once
 #include <string>
+
+#include "engine/json_text.hh"
 #include <vector>
 
 namespace sluice {
@@ -46,9 +48,6 @@ std::string describe_probe_socket(const std::string &path);
 // *error, on anything but an array of strings.
 std::string encode_control_request(const std::vector<std::string> &args);
 bool decode_control_request(const std::string &line, std::vector<std::string> &args, std::string *error);
-
-// JSON string literal of `s`, quotes included.
-std::string json_quote(const std::string &s);
 
 struct ControlReply {
   bool ok = false;

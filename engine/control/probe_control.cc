@@ -343,28 +343,7 @@ std::string ProbeControl::stats_json() const {
   for (const Lane &l : ctx.graph().lanes)
     o << (l.id ? ", " : "") << "{\"lane\": " << l.id << ", \"received\": " << ctx.lane_source(l.id)->counters.in.get()
       << ", \"bytes\": " << ctx.lane_source(l.id)->received_bytes() << "}";
-  o << "],\n \"elements\": [";
-  bool first = true;
-  for (const auto &e : rt_.elements()) {
-    const ElementCounters &c = e->counters;
-    o << (first ? "\n  " : ",\n  ") << "{\"name\": " << json_quote(e->name()) << ", \"class\": "
-      << json_quote(e->class_name()) << ", \"lane\": " << e->lane() << ", \"in\": " << c.in.get()
-      << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
-      << ", \"bytes\": " << c.in_bytes.get() << ", \"records_in\": " << c.records_in.get()
-      << ", \"records_out\": " << c.records_out.get() << ", \"records_absorbed\": " << c.records_absorbed.get()
-      << ", \"drops\": {";
-    bool fr = true;
-    for (size_t r = 0; r < c.reasons.size(); ++r, fr = false)
-      o << (fr ? "" : ", ") << json_quote(c.reasons[r]) << ": " << c.drops[r].get();
-    if (const auto *s = dynamic_cast<const SourceElement *>(e.get())) {
-      std::vector<std::pair<std::string, uint64_t>> dd;
-      s->device_drops(dd);
-      for (size_t k = 0; k < dd.size(); ++k, fr = false) o << (fr ? "" : ", ") << json_quote(dd[k].first) << ": " << dd[k].second;
-    }
-    o << "}}";
-    first = false;
-  }
-  o << "\n]}\n";
+  o << "],\n \"elements\": " << rt_.elements_json() << "}\n";
   return o.str();
 }
 

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/json_text.hh"
 #include "engine/runtime/dpdk_env.hh"
 
 namespace sluice {
@@ -403,31 +404,12 @@ std::string Runtime::summary() const {
   return o.str();
 }
 
-namespace {
-std::string json_string(const std::string &s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o + "\"";
-}
-}  // namespace
 
-std::string Runtime::summary_json() const {
+// Every instance, replaced ones marked, with its counters and drops by
+// reason: the "elements" of --stats-json and `sluice ctl stats --json`.
+std::string Runtime::elements_json() const {
   std::ostringstream o;
-  RunTotals t = totals();
-  o << "{\"elapsed_s\": " << elapsed_s_ << ", \"received\": " << t.received << ", \"copies\": " << t.copies
-    << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
-    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
-  for (size_t l = 0; l < lane_source_.size(); ++l)
-    o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << lane_source_[l]->counters.in.get()
-      << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";
-  o << "],\n \"elements\": [";
+  o << "[";
   bool first = true;
   for (const RuntimeElement *e : all_instances()) {
     const ElementCounters &c = e->counters;
@@ -454,7 +436,21 @@ std::string Runtime::summary_json() const {
     o << "}}";
     first = false;
   }
-  o << "\n],\n \"segments\": [";
+  o << "\n]";
+  return o.str();
+}
+
+std::string Runtime::summary_json() const {
+  std::ostringstream o;
+  RunTotals t = totals();
+  o << "{\"elapsed_s\": " << elapsed_s_ << ", \"received\": " << t.received << ", \"copies\": " << t.copies
+    << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
+    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
+  for (size_t l = 0; l < lane_source_.size(); ++l)
+    o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << lane_source_[l]->counters.in.get()
+      << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";
+  o << "],\n \"elements\": " << elements_json();
+  o << ",\n \"segments\": [";
   const Placement *plan = ctx_.options.placement.get();
   for (size_t i = 0; i < segments_.size(); ++i) {
     const SegmentRunner &seg = *segments_[i];

@@ -64,6 +64,8 @@ class Runtime {
   // The same as JSON, for tools and tests: lanes, elements with counters and
   // drops by reason, totals.
   std::string summary_json() const;
+  // Its "elements" array, also for `sluice ctl stats --json`.
+  std::string elements_json() const;
   RunTotals totals() const;
   const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return elements_; }
   RuntimeElement *find(const std::string &name) const;

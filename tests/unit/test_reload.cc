@@ -75,6 +75,35 @@ uint64_t packets_in_records(const std::vector<std::string> &csv) {
   return sum;
 }
 
+// A graph running in this process on its own thread; a failed REQUIRE
+// aborts the run before the test leaves.
+struct RunningProbe {
+  std::shared_ptr<CompiledGraph> graph;
+  std::unique_ptr<Runtime> rt;
+  std::thread runner;
+
+  explicit RunningProbe(const std::string &text) {
+    std::string diags;
+    graph = compile(text, &diags);
+    INFO(diags);
+    REQUIRE(graph);
+    RunOptions opts;
+    opts.eal_args = {"--no-huge"};
+    opts.status_line = false;
+    rt = std::make_unique<Runtime>(graph->lanes, opts);
+    std::string err;
+    REQUIRE(rt->setup(&err));
+    runner = std::thread([this] { rt->run(); });
+  }
+  ~RunningProbe() {
+    if (runner.joinable()) rt->request_abort(), runner.join();
+  }
+  void wait_for_packets(uint64_t n) {
+    while (rt->totals().received < n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  void wait_end() { runner.join(); }
+};
+
 }  // namespace
 
 TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad files change nothing", "[reload]") {
@@ -88,23 +117,8 @@ TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad fil
   REQUIRE(ref.status == 0);
 
   std::string diags;
-  auto first = compile(graph_a(log), &diags);
-  INFO(diags);
-  REQUIRE(first);
-  RunOptions opts;
-  opts.eal_args = {"--no-huge"};
-  opts.status_line = false;
-  Runtime rt(first->lanes, opts);
-  std::string err;
-  REQUIRE(rt.setup(&err));
-  std::thread runner([&] { rt.run(); });
-  struct Stop {  // a failed REQUIRE ends the run before leaving
-    Runtime &rt;
-    std::thread &t;
-    ~Stop() {
-      if (t.joinable()) rt.request_abort(), t.join();
-    }
-  } stop{rt, runner};
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
 
   int applied = 0, refused = 0;
   uint64_t most_pause_ns = 0;
@@ -137,7 +151,7 @@ TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad fil
     for (uint64_t p : o.lane_pause_ns) most_pause_ns = std::max(most_pause_ns, p);
     ++applied;
   }
-  runner.join();
+  probe.wait_end();
   CHECK(refused == 12);
   CHECK(rt.reload_stats().applied.load() == 50);
   CHECK(rt.reload_stats().failed.load() == 12);
@@ -229,22 +243,8 @@ TEST_CASE("reload: a new graph that cannot start leaves the old one running", "[
   std::string dir = test::scratch("reload", "rollback");
   std::string log = dir + "/flows.csv";
   std::string diags;
-  auto first = compile(graph_a(log), &diags);
-  REQUIRE(first);
-  RunOptions opts;
-  opts.eal_args = {"--no-huge"};
-  opts.status_line = false;
-  Runtime rt(first->lanes, opts);
-  std::string err;
-  REQUIRE(rt.setup(&err));
-  std::thread runner([&] { rt.run(); });
-  struct Stop {
-    Runtime &rt;
-    std::thread &t;
-    ~Stop() {
-      if (t.joinable()) rt.request_abort(), t.join();
-    }
-  } stop{rt, runner};
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
 
   auto unwritable = compile(graph_b("/nonexistent/dir/flows.csv"), &diags);
   REQUIRE(unwritable);
@@ -259,7 +259,7 @@ TEST_CASE("reload: a new graph that cannot start leaves the old one running", "[
 
   ReloadOutcome ok = rt.reload(compile(graph_b(log), &diags), false);
   CHECK(ok.applied);
-  runner.join();
+  probe.wait_end();
   RunTotals t = rt.totals();
   CHECK(t.balanced());
   CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
@@ -274,23 +274,9 @@ TEST_CASE("reload: a removed flow table exports its flows as forced end", "[relo
   std::string dir = test::scratch("reload", "remove");
   std::string log = dir + "/flows.csv";
   std::string diags;
-  auto first = compile(graph_a(log), &diags);
-  REQUIRE(first);
-  RunOptions opts;
-  opts.eal_args = {"--no-huge"};
-  opts.status_line = false;
-  Runtime rt(first->lanes, opts);
-  std::string err;
-  REQUIRE(rt.setup(&err));
-  std::thread runner([&] { rt.run(); });
-  struct Stop {
-    Runtime &rt;
-    std::thread &t;
-    ~Stop() {
-      if (t.joinable()) rt.request_abort(), t.join();
-    }
-  } stop{rt, runner};
-  while (rt.totals().received < 500000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(500000);
 
   auto counting = compile(
       "src :: TrafficGen(flows 40K, new_flows_per_s 20K, duration 20s, sizes [64B], seed 7, queues 3);\n"
@@ -303,7 +289,7 @@ TEST_CASE("reload: a removed flow table exports its flows as forced end", "[relo
   REQUIRE(o.applied);
   CHECK(o.plan.find("ft")->action == ReloadAction::Remove);
   CHECK(o.plan.find("log")->action == ReloadAction::Remove);
-  runner.join();
+  probe.wait_end();
 
   uint64_t metered = 0, counted = 0;
   std::string json = rt.summary_json();
@@ -330,23 +316,9 @@ TEST_CASE("reload: an exporter added while running gets the records from then on
   std::string dir = test::scratch("reload", "add");
   std::string log = dir + "/flows.csv";
   std::string diags;
-  auto first = compile(graph_a(log), &diags);
-  REQUIRE(first);
-  RunOptions opts;
-  opts.eal_args = {"--no-huge"};
-  opts.status_line = false;
-  Runtime rt(first->lanes, opts);
-  std::string err;
-  REQUIRE(rt.setup(&err));
-  std::thread runner([&] { rt.run(); });
-  struct Stop {
-    Runtime &rt;
-    std::thread &t;
-    ~Stop() {
-      if (t.joinable()) rt.request_abort(), t.join();
-    }
-  } stop{rt, runner};
-  while (rt.totals().received < 500000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(500000);
 
   auto with_exporter = compile(graph_a(log) + "exp :: shared IPFIXExporter(127.0.0.1:9);\ngc -> exp;\n", &diags);
   INFO(diags);
@@ -356,7 +328,7 @@ TEST_CASE("reload: an exporter added while running gets the records from then on
   REQUIRE(o.applied);
   CHECK(o.plan.find("exp")->action == ReloadAction::Add);
   CHECK(o.plan.connected.size() == 1);
-  runner.join();
+  probe.wait_end();
 
   const RuntimeElement *exp = rt.find("exp");
   REQUIRE(exp);

@@ -39,6 +39,10 @@ class Channel {
   // Rung when items arrive or the channel closes: the consumer sleeps on it.
   void set_consumer_doorbell(Doorbell *d) { consumer_bell_ = d; }
   const OutputTarget &target() const { return target_; }
+  // The producer's output port (set_overflow's owner is the producer).
+  void set_source_port(int port) { source_port_ = port; }
+  RuntimeElement *source() const { return owner_; }
+  int source_port() const { return source_port_; }
   StreamType type() const { return type_; }
 
   // Producer side. Takes every item of the batch: enqueued, or dropped and
@@ -80,6 +84,7 @@ class Channel {
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;
   int full_reason_ = -1;
+  int source_port_ = 0;
   std::atomic<bool> wait_{false};  // read by the consumer too: whether to ring room_bell_
   std::atomic<bool> closed_{false};
   Doorbell *consumer_bell_ = nullptr;

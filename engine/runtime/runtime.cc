@@ -207,7 +207,7 @@ bool Runtime::setup(std::string *error) {
 // next graph of a hot reload).
 void Runtime::build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
                              std::vector<std::unique_ptr<SegmentRunner>> &segs,
-                             std::vector<std::unique_ptr<Channel>> &chans) {
+                             std::vector<std::unique_ptr<Channel>> &chans, KeptChannels *kept) {
   const ElementGraph &g = *lg.graph;
   const Placement *plan = ctx_.options.placement.get();
   for (const Segment &s : lg.segments) {
@@ -234,7 +234,12 @@ void Runtime::build_segments(const LaneGraph &lg, const std::vector<RuntimeEleme
     StreamType type = fspec.output_port(ed.from_port)->type;
     unsigned cap = kMergeCapacity;
     if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
-    auto ch = std::make_unique<Channel>(from->name(), type, cap, ctx_.memory_socket(fn.segment));
+    std::unique_ptr<Channel> ch;
+    if (kept)  // a reload keeps this channel, and what it holds
+      if (auto k = kept->find({from, ed.from_port, g.elements[lg.nodes[ed.to].element].name}); k != kept->end())
+        ch = std::move(k->second), kept->erase(k);
+    if (!ch) ch = std::make_unique<Channel>(from->name(), type, cap, ctx_.memory_socket(fn.segment));
+    ch->set_source_port(ed.from_port);
     bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
     const char *full = ring ? "ring full" : type == StreamType::Flows ? "export queue full" : "shared input full";
     ch->set_overflow(from, from->counters.reason(full, type == StreamType::Flows), !live);

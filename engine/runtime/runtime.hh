@@ -3,10 +3,12 @@
 // of every packet's fate at the end.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dsl/source.hh"
@@ -112,8 +114,12 @@ class Runtime {
   }
   // For the summary: planned and actual cpus, memory node, scheduling.
   std::string where_it_ran(const SegmentRunner &seg) const;
+  // Channels a reload keeps, with what they hold: by producer instance, its
+  // port, and the name of the element they lead to.
+  using KeptChannels = std::map<std::tuple<RuntimeElement *, int, std::string>, std::unique_ptr<Channel>>;
   void build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
-                      std::vector<std::unique_ptr<SegmentRunner>> &segs, std::vector<std::unique_ptr<Channel>> &chans);
+                      std::vector<std::unique_ptr<SegmentRunner>> &segs, std::vector<std::unique_ptr<Channel>> &chans,
+                      KeptChannels *kept = nullptr);
 
   RunContext ctx_;
   std::vector<std::unique_ptr<RuntimeElement>> elements_;  // by node index

@@ -4,10 +4,10 @@
 // 1. Off the data path: the plan, and the instances of the new graph: kept
 //    instances are reused, migrated and added elements get new ones.
 // 2. Every segment stops between two batches, a level at a time, upstream
-//    first, each in a job on its own thread (SegmentRunner::call) that first
-//    takes what its input rings hold through the old graph; upstream is
-//    stopped, so the rings end empty and no channel needs to move to the new
-//    graph.
+//    first, each in a job on its own thread (SegmentRunner::call). Channels
+//    the new graph still has (from a kept instance to an element of the same
+//    name) move to it with what they hold; the job takes what the others
+//    hold through the old graph, and as upstream is stopped they end empty.
 // 3. With every segment stopped, the new instances are prepared (files,
 //    filters). A failure up to here lets every segment go on with the old
 //    graph, untouched.
@@ -24,6 +24,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <sstream>
 #include <thread>
 
@@ -127,6 +129,23 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
     if (predecessor[i] && (new_lg.nodes[i].spec->flags & kStateful))
       for (size_t o = 0; o < elements_.size(); ++o)
         if (elements_[o].get() == predecessor[i]) adopted[o] = true;
+  // Channels that move to the new graph with what they hold (a kept Ring's
+  // packets, a kept table's records on their way to a shared exporter): from
+  // a kept instance's port to an element of the same name, which the new
+  // graph still feeds through a channel. The others are drained.
+  std::vector<const Channel *> keep_channels;
+  std::vector<std::string> keep_channel_to;  // the element each leads to
+  {
+    std::set<std::tuple<RuntimeElement *, int, std::string>> fed_again;
+    for (const Edge &ed : new_lg.edges)
+      if (ed.crosses_segments && kept_from[size_t(ed.from)] != SIZE_MAX)
+        fed_again.insert({inst[size_t(ed.from)], ed.from_port, new_lg.graph->elements[new_lg.nodes[ed.to].element].name});
+    for (const auto &ch : channels_) {
+      const std::string &to = old_lg.graph->elements[ch->target().element->node().element].name;
+      if (fed_again.count({ch->source(), ch->source_port(), to}))
+        keep_channels.push_back(ch.get()), keep_channel_to.push_back(to);
+    }
+  }
   std::vector<RuntimeElement *> flush_at_switch;
   for (size_t o = 0; o < elements_.size(); ++o)
     if (retiring_element[old_lg.nodes[o].element] && !adopted[o]) flush_at_switch.push_back(elements_[o].get());
@@ -155,7 +174,7 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
   auto job_for = [&](int k) {
     return [&, k] {
       SegmentRunner &seg = *segments_[k];
-      seg.drain_inputs();  // upstream has stopped: this empties the rings into the old graph
+      seg.drain_inputs(keep_channels);  // upstream has stopped: this empties the other rings into the old graph
       std::unique_lock lock(stop.m);
       stop.stopped[k] = 1;
       stop.stopped_at_ns[k] = mono_ns();
@@ -169,11 +188,11 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
         for (int u : fed_by[k]) upstream_done = upstream_done && stop.flushed[u];
         if (upstream_done) break;
         lock.unlock();
-        if (!seg.drain_inputs()) std::this_thread::yield();
+        if (!seg.drain_inputs(keep_channels)) std::this_thread::yield();
         lock.lock();
       }
       lock.unlock();
-      seg.drain_inputs();
+      seg.drain_inputs(keep_channels);
       seg.outputs_wait();
       for (RuntimeElement *e : seg.elements())
         if (std::find(flush_at_switch.begin(), flush_at_switch.end(), e) != flush_at_switch.end()) e->flush();
@@ -258,9 +277,15 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
   }
   for (RuntimeElement *e : inst) e->relink();
 
+  KeptChannels kept_channels;
+  for (auto &ch : channels_)
+    if (auto k = std::find(keep_channels.begin(), keep_channels.end(), ch.get()); k != keep_channels.end()) {
+      auto key = std::make_tuple(ch->source(), ch->source_port(), keep_channel_to[size_t(k - keep_channels.begin())]);
+      kept_channels.emplace(key, std::move(ch));
+    }
   std::vector<std::unique_ptr<SegmentRunner>> new_segments;
   std::vector<std::unique_ptr<Channel>> new_channels;
-  build_segments(new_lg, inst, new_segments, new_channels);
+  build_segments(new_lg, inst, new_segments, new_channels, &kept_channels);
   // State moves on the thread that will own it, before its loop: in
   // parallel over the lanes, and behind a Ring the lane's acquisition is
   // already running meanwhile (its packets wait in the ring).

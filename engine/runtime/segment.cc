@@ -142,9 +142,10 @@ void SegmentRunner::close_mailbox() {
   }
 }
 
-bool SegmentRunner::drain_inputs() {
+bool SegmentRunner::drain_inputs(const std::vector<const Channel *> &keep) {
   bool any = false;
   for (Channel *ch : inputs_) {
+    if (std::find(keep.begin(), keep.end(), ch) != keep.end() && ch->occupancy() < ch->capacity()) continue;
     if (ch->type() == StreamType::Packets) {
       PacketBatch batch;
       while (ch->receive(batch, burst_)) ch->target().element->receive(ch->target().port, batch), any = true;

@@ -81,7 +81,9 @@ class SegmentRunner {
   // input channels hold through the elements until they are empty; and,
   // once the job returns, ends the thread without flushing anything (the
   // elements live on in the new graph's segments).
-  bool drain_inputs();
+  // Channels in `keep` move to the new graph with their items: they are left
+  // alone unless full (a flush upstream must not wait forever).
+  bool drain_inputs(const std::vector<const Channel *> &keep = {});
   void retire() { retired_ = true; }
   // Runs on the thread before its loop (set before start()), e.g. a new flow
   // table taking over its predecessor's flows; and when the loop began

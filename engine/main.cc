@@ -1,5 +1,6 @@
 // The `sluice` command line. Exit status: 0 clean, 1 errors in the
 // configuration, 2 usage errors.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <sstream>
 
@@ -107,6 +109,28 @@ int print_svg(const std::string &config, const LaneGraph &lanes, const Placement
   fwrite(src.str().data(), 1, src.str().size(), dot);
   return pclose(dot) == 0 ? kExitClean : kExitErrors;
 }
+
+// Moves the calling thread to `cpu` (-1: stays) until destroyed; threads it
+// starts meanwhile keep that cpu.
+class ThreadOnCpu {
+ public:
+  explicit ThreadOnCpu(int cpu) {
+    if (cpu < 0 || sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    moved_ = sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  ~ThreadOnCpu() {
+    if (moved_) sched_setaffinity(0, sizeof saved_, &saved_);
+  }
+  ThreadOnCpu(const ThreadOnCpu &) = delete;
+  ThreadOnCpu &operator=(const ThreadOnCpu &) = delete;
+
+ private:
+  cpu_set_t saved_;
+  bool moved_ = false;
+};
 
 // Ctrl-C (or SIGTERM) once: sources stop and the run drains; twice: stop
 // waiting for full rings too.
@@ -286,6 +310,9 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     ControlServer::Reply r = reload(args.file, false);
     std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
   });
+  // The control and metrics threads do housekeeping: they start on the
+  // plan's housekeeping cpu (threads inherit their creator's cpus).
+  std::optional<ThreadOnCpu> housekeeping(std::in_place, placement->housekeeping_cpu);
   if (int crc = open_control(control, access.control, quiet); crc != kExitClean) return crc;
   MetricsServer metrics;
   if (!access.metrics.empty()) {
@@ -299,6 +326,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     }
     std::cerr << "sluice: metrics on " << metrics.url() << "\n";
   }
+  housekeeping.reset();
   g_running = &rt;
   if (g_interrupts) rt.request_stop();
   if (!quiet)

@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "engine/control/control_socket.hh"
-#include "engine/runtime/dpdk_env.hh"
 
 namespace sluice {
 
@@ -127,7 +126,6 @@ void ControlServer::stop() {
 }
 
 void ControlServer::serve() {
-  unpin_current_thread();  // EAL pinned the main thread to one cpu: leave the data plane's cpus alone otherwise
   pthread_setname_np(pthread_self(), "sl-control");
   for (;;) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};

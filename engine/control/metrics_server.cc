@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "engine/runtime/dpdk_env.hh"
 
 namespace sluice {
 
@@ -58,7 +57,6 @@ bool MetricsServer::start(const std::string &host, int port, std::function<std::
   }
   host_ = host;
   thread_ = std::thread([this] {
-    unpin_current_thread();  // and so the worker it starts: off the cpu EAL pinned the main thread to
     pthread_setname_np(pthread_self(), "sl-metrics");
     impl_->http.listen_after_bind();
     impl_->exited.store(true);

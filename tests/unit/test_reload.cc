@@ -193,6 +193,21 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(std::filesystem::exists(sock));
   auto ctl = [&](const std::string &cmd) { return test::run_sluice("ctl --socket " + sock + " " + cmd); };
+
+  // The control thread runs on the plan's housekeeping cpu.
+  test::Run plan_json = test::run_sluice("plan --format json " + a);
+  size_t hk = plan_json.out.find("\"housekeeping_cpu\": ");
+  REQUIRE(hk != std::string::npos);
+  std::string housekeeping = std::to_string(std::stoi(plan_json.out.substr(hk + 20)));
+  std::string control_cpus;
+  for (const auto &task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task"))
+    if (test::read_file(task.path().string() + "/comm") == "sl-control\n") {
+      std::string status = test::read_file(task.path().string() + "/status");
+      size_t at = status.find("Cpus_allowed_list:");
+      control_cpus = status.substr(at + 18, status.find('\n', at) - at - 18);
+      control_cpus.erase(0, control_cpus.find_first_not_of(" \t"));
+    }
+  CHECK(control_cpus == housekeeping);
   auto expr = [&] { return ctl("read f#0.expr").out; };
 
   test::Run dry = ctl("reload " + b + " --dry-run");

@@ -2,6 +2,7 @@
 
 #include "engine/control/metrics_writer.hh"
 #include "engine/control/probe_control.hh"
+#include "engine/runtime/channel.hh"
 
 namespace sluice {
 
@@ -79,6 +80,14 @@ void collect_probe_metrics(const Runtime &rt, MetricsWriter &out) {
   for (const auto &e : elements) {
     context(*e);
     element_counters(rt, *e, out);
+    // A lane's merge into a shared element is a queue too (a Ring reports its own).
+    if (e->node().spec->is_thread_boundary()) continue;
+    for (size_t port = 0; port < e->output_count(); ++port)
+      for (const OutputTarget &t : e->targets(int(port)))
+        if (t.channel)
+          out.gauge("merge_queue_occupancy_items",
+                    "Packets or flow records waiting in a lane's queue into a shared element.",
+                    double(t.channel->occupancy()), {{"to", element_base_name(rt, *t.channel->target().element)}});
   }
   for (size_t s = 0; s < rt.segments().size(); ++s) {
     bool ok = run_on_segment(rt, int(s), [&] {

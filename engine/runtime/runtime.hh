@@ -70,6 +70,13 @@ class Runtime {
   std::string elements_json() const;
   RunTotals totals() const;
   const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return elements_; }
+  // Instances reloads replaced: their counters still count (metrics add them
+  // to their successor's, so that counters never go back).
+  std::vector<const RuntimeElement *> replaced_instances() const {
+    std::vector<const RuntimeElement *> out;
+    for (const auto &e : retired_elements_) out.push_back(e.get());
+    return out;
+  }
   RuntimeElement *find(const std::string &name) const;
   // The segment threads (for swapping their programs: JIT, reload).
   const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return segments_; }

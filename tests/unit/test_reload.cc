@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "dsl/frontend.hh"
+#include "engine/control/probe_metrics.hh"
 #include "engine/lanes.hh"
 #include "engine/runtime/runtime.hh"
 #include "run_fixture.hh"
@@ -160,6 +161,18 @@ TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad fil
   RunTotals t = rt.totals();
   CHECK(t.balanced());
   CHECK(t.dropped == 0);
+  // Metrics add the counts of replaced instances: lane 0's table has taken
+  // every packet its (kept) filter passed, over all the table's instances.
+  std::string metrics = probe_metrics_text(rt);
+  auto sample = [&](const std::string &series) {
+    size_t at = metrics.find("\n" + series + " ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(metrics.substr(at + series.size() + 2));
+  };
+  const RuntimeElement *filter = rt.find("f#0");
+  REQUIRE(filter);
+  CHECK(sample("sluice_element_received_packets_total{lane=\"0\",element=\"ft\"}") == double(filter->counters.out.get()));
+  CHECK(sample("sluice_reloads_total{result=\"applied\"}") == 50);
   auto want = sorted_lines(test::read_file(reference_log));
   auto got = sorted_lines(test::read_file(log));
   CHECK(packets_in_records(got) == t.received);

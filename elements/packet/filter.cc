@@ -1,6 +1,7 @@
 #include "elements/packet/filter.hh"
 
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/packet/pcap_filter.hh"
@@ -57,7 +58,7 @@ class FilterRuntime final : public RuntimeElement {
   // Compiled once the lane's link type is known (its source is open).
   void prepare() override {
     std::string err;
-    auto f = PcapFilter::compile(arg("expr").text, link(), &err);
+    auto f = compile(arg("expr").text, &err);
     if (!f) throw std::runtime_error("'" + name() + "': " + err);
     filter_.emplace(std::move(*f));
   }
@@ -66,9 +67,14 @@ class FilterRuntime final : public RuntimeElement {
   // Ethernet); should it not for this lane's link type, the old one stays.
   void reconfigure() override {
     std::string err;
-    auto f = PcapFilter::compile(arg("expr").text, link(), &err);
+    auto f = compile(arg("expr").text, &err);
     if (f) filter_.emplace(std::move(*f));
     else std::fprintf(stderr, "sluice: '%s' keeps its filter: %s\n", name().c_str(), err.c_str());
+  }
+
+  void report(std::vector<std::string> &lines) const override {
+    lines.push_back(filter_ && filter_->is_native() ? "filter: native code (LLVM ORC)"
+                                                    : "filter: libpcap's interpreter (" + native_error_ + ")");
   }
 
   std::optional<std::string> read_handler(const std::string &name) const override {
@@ -80,7 +86,7 @@ class FilterRuntime final : public RuntimeElement {
   std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override {
     if (name != "expr") return std::nullopt;
     std::string err;
-    auto f = PcapFilter::compile(value, link(), &err);
+    auto f = compile(value, &err);
     if (!f) throw HandlerError(err);
     auto compiled = std::make_shared<PcapFilter>(std::move(*f));
     return [this, compiled] { filter_.emplace(std::move(*compiled)); };
@@ -103,6 +109,16 @@ class FilterRuntime final : public RuntimeElement {
   }
 
  private:
+  // libpcap compiles the expression, LLVM the program to native code (the
+  // same answers, tested); should LLVM fail, libpcap's interpreter runs it.
+  std::optional<PcapFilter> compile(const std::string &expr, std::string *error) {
+    auto f = PcapFilter::compile(expr, link(), error);
+    if (f && !f->compile_native(&native_error_))
+      std::fprintf(stderr, "sluice: '%s' interprets its filter: %s\n", name().c_str(), native_error_.c_str());
+    return f;
+  }
+  std::string native_error_;
+
   // The lane's link type: fixed once its source is open.
   LinkType link() const {
     SourceElement *src = ctx_.lane_source(lane() >= 0 ? lane() : 0);

@@ -4,10 +4,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "engine/jit/bpf_jit.hh"
 #include "engine/packet/packet_meta.hh"
 
 struct bpf_insn;  // <pcap/bpf.h>
@@ -28,8 +30,16 @@ public:
   PcapFilter &operator=(const PcapFilter &) = delete;
   ~PcapFilter();
 
-  // Runs the program (libpcap's bpf_filter) on a packet whose first `caplen`
-  // bytes are at `data` and whose length on the wire was `wirelen`.
+  // Compiles the program to native code (engine/jit): matches() then runs
+  // that instead of libpcap's interpreter, with the same results. False, with
+  // *error, when LLVM cannot (matches() keeps interpreting).
+  bool compile_native(std::string *error = nullptr);
+  bool is_native() const { return native_ != nullptr; }
+  const BpfJit *native() const { return native_.get(); }
+
+  // Runs the program (natively, or libpcap's bpf_filter) on a packet whose
+  // first `caplen` bytes are at `data` and whose length on the wire was
+  // `wirelen`.
   bool matches(const uint8_t *data, uint32_t caplen, uint32_t wirelen) const;
   bool matches(const uint8_t *data, uint32_t len) const { return matches(data, len, len); }
 
@@ -43,6 +53,7 @@ private:
   void release();
 
   struct bpf_insn *insns_ = nullptr;  // malloc'ed by libpcap, freed with pcap_freecode
+  std::unique_ptr<BpfJit> native_;
   size_t insn_count_ = 0;
   std::string expr_;
   LinkType link_ = LinkType::Ethernet;

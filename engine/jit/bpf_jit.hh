@@ -1,0 +1,42 @@
+// Classic BPF, the program libpcap compiles a filter expression to, turned
+// into LLVM IR and run as native code through ORC (LLJIT). It gives, for
+// every packet, what libpcap's bpf_filter() interpreter gives; the Filter
+// element runs it instead of the interpreter. The first piece of the JIT
+// (DESIGN §8): the IR is what a fused segment loop will take in.
+//
+// LLVM's headers stay in bpf_jit.cc.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+struct bpf_insn;  // <pcap/bpf.h>
+
+namespace sluice {
+
+class BpfJit {
+ public:
+  // The accept length bpf_filter() would return: 0 rejects.
+  using Function = uint32_t (*)(const uint8_t *packet, uint32_t wirelen, uint32_t caplen);
+
+  // Compiles the program (which libpcap validated) to native code. nullptr,
+  // with *error, when LLVM cannot.
+  static std::unique_ptr<BpfJit> compile(const bpf_insn *insns, size_t count, std::string *error);
+  ~BpfJit();
+  BpfJit(const BpfJit &) = delete;
+  BpfJit &operator=(const BpfJit &) = delete;
+
+  uint32_t run(const uint8_t *packet, uint32_t wirelen, uint32_t caplen) const { return fn_(packet, wirelen, caplen); }
+  // The optimized IR of the function, for `--emit-ir` and tests.
+  const std::string &ir() const { return ir_; }
+
+ private:
+  BpfJit() = default;
+  struct Engine;
+  std::unique_ptr<Engine> engine_;  // owns the code fn_ points into
+  Function fn_ = nullptr;
+  std::string ir_;
+};
+
+}  // namespace sluice

@@ -78,17 +78,18 @@ int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGrap
 }
 
 // Reads the host profile (the default one when `host` is empty) and places
-// the lanes on it; messages printed. Returns the exit status.
-int place_on_host(const std::string &host, const LaneGraph &lanes, HostProfile &profile, Placement &placement) {
+// the lanes on it; messages printed to `err_out`. Returns the exit status.
+int place_on_host(const std::string &host, const LaneGraph &lanes, HostProfile &profile, Placement &placement,
+                  std::ostream &err_out = std::cerr) {
   std::string err;
   std::string host_file = host.empty() ? default_host_profile_path() : host;
   HostEnvironment env = HostEnvironment::this_process();
   if (!(host_file.empty() ? builtin_host_profile(env, profile, &err) : load_host_profile(host_file, env, profile, &err))) {
-    std::cerr << err << "\n";  // file:line:column: error: ...
+    err_out << err << "\n";  // file:line:column: error: ...
     return kExitErrors;
   }
   if (!place_lanes(lanes, profile, placement, &err)) {
-    std::cerr << "sluice: error: " << err << "\n";
+    err_out << "sluice: error: " << err << "\n";
     return kExitErrors;
   }
   return kExitClean;
@@ -278,9 +279,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     HostProfile next_profile;
     auto next_placement = std::make_shared<Placement>();
     std::ostringstream place_errors;
-    std::streambuf *saved = std::cerr.rdbuf(place_errors.rdbuf());  // place_on_host reports on cerr
-    int prc = place_on_host(host, next->lanes, next_profile, *next_placement);
-    std::cerr.rdbuf(saved);
+    int prc = place_on_host(host, next->lanes, next_profile, *next_placement, place_errors);
     if (prc != kExitClean) return ControlServer::Reply::error(place_errors.str() + "the running graph goes on unchanged\n");
     next->placement = next_placement;
     ReloadOutcome o = rt.reload(next, dry_run);

@@ -39,10 +39,11 @@ inline void finish(Compiled &c, Diagnostics &diags, bool loaded) {
       c.lines.push_back(line);
 }
 
-inline std::unique_ptr<Compiled> compile_text(const std::string &text, FrontendOptions opts = {}) {
+inline std::unique_ptr<Compiled> compile_text(const std::string &text, FrontendOptions opts = {},
+                                              const std::string &name = "test.pipe") {
   auto c = std::make_unique<Compiled>();
   Diagnostics diags(c->sm);
-  bool loaded = load_pipe_text("test.pipe", text, opts, c->sm, diags, c->graph);
+  bool loaded = load_pipe_text(name, text, opts, c->sm, diags, c->graph);
   finish(*c, diags, loaded);
   return c;
 }

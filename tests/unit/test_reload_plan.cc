@@ -5,29 +5,18 @@
 #include <memory>
 #include <sstream>
 
-#include "dsl/frontend.hh"
-#include "engine/lanes.hh"
 #include "engine/reload/reload_plan.hh"
+#include "frontend_fixture.hh"
 
 using namespace sluice;
+using test::Compiled;
 
 namespace {
 
-struct Compiled {
-  SourceManager sm;
-  ElementGraph graph;
-  LaneGraph lanes;
-};
-
 std::unique_ptr<Compiled> compile(const std::string &name, const std::string &text) {
-  auto c = std::make_unique<Compiled>();
-  Diagnostics diags(c->sm);
-  bool ok = load_pipe_text(name, text, FrontendOptions{}, c->sm, diags, c->graph) &&
-            build_lanes(c->graph, diags, c->lanes);
-  std::ostringstream os;
-  diags.print(os);
-  INFO(os.str());
-  REQUIRE(ok);
+  auto c = test::compile_text(text, {}, name);
+  INFO(c->printed);
+  REQUIRE(c->ok);
   return c;
 }
 

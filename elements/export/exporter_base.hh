@@ -35,9 +35,11 @@ class ExporterBase : public RuntimeElement {
   virtual uint64_t records_in(const std::vector<std::vector<uint8_t>> &msgs, size_t i) const = 0;
   virtual std::string protocol_report() const = 0;
 
+ public:
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override;
 
+ protected:
   bool tcp_;
   std::unique_ptr<CollectorLink> link_;
 

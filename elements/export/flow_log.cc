@@ -73,7 +73,7 @@ class FlowLogRuntime final : public RuntimeElement {
     lines.push_back("wrote " + std::to_string(lines_) + " lines to " + (path_ == "-" ? "standard output" : path_));
   }
 
- protected:
+ public:
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override {
     for (int i = 0; i < batch.count; ++i) {

@@ -117,6 +117,17 @@ FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElemen
   full_ = counters.reason("flow table full");
 }
 
+// The table's configuration and where its arrays are; which drop reasons;
+// whether the lane is live.
+void FlowTableRuntime::jit_constants(std::vector<ConstantBytes> &out) const {
+  out.push_back({&cache_, sizeof cache_});
+  auto [begin, size] = cache_->constant_bytes();
+  out.push_back({begin, size});
+  out.push_back({&live_, sizeof live_});
+  out.push_back({&not_ip_, sizeof not_ip_});
+  out.push_back({&full_, sizeof full_});
+}
+
 void FlowTableRuntime::prepare() {
   SourceElement *src = ctx_.lane_source(lane());
   live_ = src && src->live();

@@ -32,12 +32,13 @@ class FlowTableRuntime final : public RuntimeElement {
   std::optional<std::string> read_handler(const std::string &name) const override;
   std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override;
   void report_metrics(MetricSink &out) const override;
+  void jit_constants(std::vector<ConstantBytes> &out) const override;
   size_t flow_slots() const override { return cache_->slots(); }
   void peek_flows(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const override {
     cache_->peek(begin, end, fn);
   }
 
- protected:
+ public:
   void push(int port, PacketBatch &batch) override;
 
  private:

@@ -153,7 +153,7 @@ class GCSlicerRuntime final : public RuntimeElement {
                     std::to_string(hist_.quantile(0.99)) + " ns, max " + std::to_string(hist_.max_ns) + " ns");
   }
 
- protected:
+ public:
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override { emit_flows(0, batch); }
 

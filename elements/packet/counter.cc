@@ -57,7 +57,7 @@ class CounterRuntime final : public RuntimeElement {
     return std::string(buf);
   }
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override {
     counters.in_bytes.add(batch.wire_bytes());
     if (uint64_t now = rte_rdtsc(); now - window_.tsc >= rte_get_tsc_hz()) {

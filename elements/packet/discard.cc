@@ -24,7 +24,7 @@ class DiscardRuntime final : public RuntimeElement {
  public:
   using RuntimeElement::RuntimeElement;
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override { absorb_all(batch); }
 };
 SLUICE_RUNTIME("Discard", DiscardRuntime);

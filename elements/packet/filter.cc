@@ -77,6 +77,9 @@ class FilterRuntime final : public RuntimeElement {
                                                     : "filter: libpcap's interpreter (" + native_error_ + ")");
   }
 
+  // The fused loop runs the program as IR of its own, in place of matches().
+  const PcapFilter *jit_pcap_filter() const override { return filter_ ? &*filter_ : nullptr; }
+
   std::optional<std::string> read_handler(const std::string &name) const override {
     if (name == "expr") return filter_->expression();
     return RuntimeElement::read_handler(name);
@@ -92,7 +95,7 @@ class FilterRuntime final : public RuntimeElement {
     return [this, compiled] { filter_.emplace(std::move(*compiled)); };
   }
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override {
     PacketBatch reject;
     uint16_t kept = 0;

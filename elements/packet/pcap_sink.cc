@@ -80,7 +80,7 @@ class PcapSinkRuntime final : public RuntimeElement {
     lines.push_back("wrote " + std::to_string(counters.absorbed.get()) + " packets to " + file_);
   }
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override {
     for (int i = 0; i < batch.count; ++i) {
       rte_mbuf *m = batch.pkts[i];

@@ -49,7 +49,7 @@ class RingRuntime final : public RuntimeElement {
  public:
   using RuntimeElement::RuntimeElement;
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override { emit(0, batch); }
   void report(std::vector<std::string> &lines) const override {
     if (const Channel *ch = channel())

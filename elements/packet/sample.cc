@@ -39,7 +39,11 @@ class SampleRuntime final : public RuntimeElement {
     set_unconnected_reason(1, "not sampled");
   }
 
- protected:
+ public:
+  void jit_constants(std::vector<ConstantBytes> &out) const override {
+    out.push_back({&threshold_, sizeof threshold_});
+  }
+
   void push(int, PacketBatch &batch) override {
     PacketBatch rest;
     uint16_t kept = 0;

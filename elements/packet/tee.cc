@@ -36,7 +36,7 @@ class TeeRuntime final : public RuntimeElement {
       if (!targets(int(p)).empty()) ports_.push_back(int(p));
   }
 
- protected:
+ public:
   void push(int, PacketBatch &batch) override {
     if (ports_.size() > 1) {
       for (int i = 0; i < batch.count; ++i) rte_mbuf_refcnt_update(batch.pkts[i], int16_t(ports_.size() - 1));

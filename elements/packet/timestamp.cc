@@ -62,7 +62,14 @@ class TimestampRuntime final : public RuntimeElement {
     last_ = wall0_;
   }
 
- protected:
+ public:
+  void jit_constants(std::vector<ConstantBytes> &out) const override {
+    out.push_back({&mode_, sizeof mode_});
+    out.push_back({&wall0_, sizeof wall0_});
+    out.push_back({&tsc0_, sizeof tsc0_});
+    out.push_back({&ns_per_tsc_, sizeof ns_per_tsc_});
+  }
+
   void push(int, PacketBatch &batch) override {
     if (mode_ == Mode::Tsc && batch.count) {
       uint64_t now = wall0_ + uint64_t(double(rte_rdtsc() - tsc0_) * ns_per_tsc_);

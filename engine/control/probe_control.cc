@@ -178,12 +178,20 @@ void ProbeControl::write(const std::string &target, const std::string &value) {
                          "; nothing was changed");
     }
     if (!c) throw HandlerError("'" + e->name() + "' declares handler '" + handler + "' writable but does not take it");
-    changes.push_back(std::move(*c));
+    // A fused loop holds the old value as a constant: the segment runs the
+    // interpreter from the change on, until its loop is compiled again.
+    changes.push_back([change = std::move(*c), this, e] {
+      change();
+      rt_.drop_compiled(e);
+    });
   }
   for (size_t i = 0; i < found.size(); ++i)
-    if (!run_on_segment(rt_, found[i]->node().segment, changes[i]))
+    if (!run_on_segment(rt_, found[i]->node().segment, changes[i])) {
+      rt_.recompile();
       throw HandlerError("'" + found[i]->name() + "' is busy: its segment did not reach a batch boundary in time, the "
                          "value was not written there" + (i ? " (it was in the lanes before it)" : ""));
+    }
+  rt_.recompile();
 }
 
 std::string ProbeControl::handlers(const std::string &element) const {

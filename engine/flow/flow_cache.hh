@@ -199,6 +199,12 @@ class FlowCache {
   void adopt(const FlowCache &from, const std::function<void(const FlowRecord &)> &evicted);
 
   size_t slots() const { return capacity_; }     // entry slots, the range of expire()
+  // The members that change only with set_timeouts() and
+  // set_evict_when_full(), as one span of bytes (cfg_ up to used_): the
+  // JIT embeds them in a fused loop as constants.
+  std::pair<const void *, size_t> constant_bytes() const {
+    return {&cfg_, size_t(reinterpret_cast<const char *>(&used_) - reinterpret_cast<const char *>(&cfg_))};
+  }
   size_t active() const { return used_; }        // entries in use
   size_t capacity() const { return capacity_; }  // flows
   size_t bytes() const;                          // memory mapped for entries and index

@@ -1,5 +1,7 @@
 #include "engine/jit/bpf_jit.hh"
 
+#include "engine/jit/bpf_ir.hh"
+
 #include <pcap/bpf.h>
 
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -28,15 +30,17 @@ namespace {
 
 constexpr const char *kFunctionName = "sluice_bpf";
 
+}  // namespace
+
 // The program as one function, instruction by instruction, with the checks
 // and results of libpcap's bpf_filter(): a load past the captured bytes, or
 // a division by zero, rejects the packet (returns 0).
-llvm::Function *emit(llvm::Module &m, const bpf_insn *insns, size_t count) {
+llvm::Function *emit_bpf_function(llvm::Module &m, const std::string &name, const bpf_insn *insns, size_t count) {
   llvm::LLVMContext &cx = m.getContext();
   llvm::IRBuilder<> b(cx);
   llvm::Type *i8 = b.getInt8Ty(), *i16 = b.getInt16Ty(), *i32 = b.getInt32Ty();
   auto *type = llvm::FunctionType::get(i32, {b.getPtrTy(), i32, i32}, false);
-  auto *fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, kFunctionName, m);
+  auto *fn = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
   llvm::Value *packet = fn->getArg(0), *wirelen = fn->getArg(1), *caplen = fn->getArg(2);
   packet->setName("packet"), wirelen->setName("wirelen"), caplen->setName("caplen");
 
@@ -177,6 +181,8 @@ llvm::Function *emit(llvm::Module &m, const bpf_insn *insns, size_t count) {
   return fn;
 }
 
+namespace {
+
 void optimize(llvm::Module &m) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -210,7 +216,7 @@ std::unique_ptr<BpfJit> BpfJit::compile(const bpf_insn *insns, size_t count, std
   auto module = std::make_unique<llvm::Module>("filter", *context);
   module->setDataLayout((*jit)->getDataLayout());
   module->setTargetTriple((*jit)->getTargetTriple().str());
-  emit(*module, insns, count);
+  emit_bpf_function(*module, kFunctionName, insns, count);
   std::string problems;
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(*module, &os)) return fail(problems);

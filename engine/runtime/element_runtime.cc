@@ -12,12 +12,27 @@ RuntimeRegistry &RuntimeRegistry::global() {
   return r;
 }
 
+void RuntimeRegistry::add_jit(const std::string &cls, JitEntry e) { jit_[cls] = e; }
+const JitEntry *RuntimeRegistry::find_jit(const std::string &cls) const {
+  auto it = jit_.find(cls);
+  return it == jit_.end() ? nullptr : &it->second;
+}
+
 RuntimeElement::RuntimeElement(const Node &node, RunContext &ctx)
     : ctx_(ctx), node_(&node), name_(node.name), lane_(node.lane) {
   // From the node, not ctx.graph(): a hot reload makes instances of the next
   // graph while the running one is still the context's.
   class_name_ = node.spec->name;
   outputs_.resize(node.spec->outputs.size());
+}
+
+void RuntimeElement::jit_constant_bytes(std::vector<ConstantBytes> &out) const {
+  jit_constants(out);
+  out.push_back({&outputs_, sizeof outputs_});
+  for (const Output &o : outputs_) {
+    out.push_back({&o, sizeof o});
+    if (!o.targets.empty()) out.push_back({o.targets.data(), o.targets.size() * sizeof(OutputTarget)});
+  }
 }
 
 void RuntimeElement::connect(int out_port, OutputTarget t) {

@@ -21,6 +21,7 @@ namespace sluice {
 
 class RuntimeElement;
 class Channel;
+class PcapFilter;
 struct RunContext;
 
 // A handler's value cannot be written (a bad expression, out of range): the
@@ -146,9 +147,28 @@ class RuntimeElement {
 
   ElementCounters counters;
 
- protected:
+  // What the element does with a batch on input `port`; receive() counts
+  // and calls it. Public because a fused segment loop (the JIT) calls the
+  // element's own push directly, with the counting done in the loop.
   virtual void push(int port, PacketBatch &batch) = 0;
   virtual void push_flows(int port, FlowBatch &batch);
+
+  // For the JIT (engine/jit): bytes of this instance that do not change
+  // while its segment runs (configuration, table sizes, pointers to tables),
+  // which the fused loop embeds as constants. Only a reload or a handler
+  // write changes them, and both make the segment's loop compiled again.
+  struct ConstantBytes {
+    const void *begin;
+    size_t size;
+  };
+  virtual void jit_constants(std::vector<ConstantBytes> &out) const {}
+  // Those of the element's own, then the base's: its output wiring.
+  void jit_constant_bytes(std::vector<ConstantBytes> &out) const;
+  // The compiled pcap filter whose sluice_filter_match() calls the JIT
+  // replaces by the filter program turned into IR (Filter).
+  virtual const PcapFilter *jit_pcap_filter() const { return nullptr; }
+
+ protected:
 
   // Hands the batch to what output `port` is connected to. With several
   // connections each gets the packets (one more mbuf reference per extra
@@ -209,7 +229,6 @@ class SourceElement : public RuntimeElement {
   // Whether the device stamps packets itself (Timestamp(clock hw)).
   virtual bool has_hw_timestamps() const { return false; }
 
- protected:
   void push(int, PacketBatch &) override {}
 };
 
@@ -223,21 +242,50 @@ class RuntimeRegistry {
     auto it = factories_.find(cls);
     return it == factories_.end() ? nullptr : &it->second;
   }
+  void add_jit(const std::string &cls, struct JitEntry e);
+  const struct JitEntry *find_jit(const std::string &cls) const;
 
  private:
   std::map<std::string, RuntimeFactory> factories_;
+  std::map<std::string, struct JitEntry> jit_;
+};
+
+// What the native build and the bitcode build of an element both record,
+// so that the JIT can tell bitcode that does not belong to this binary: the
+// instance's size and the source file's modification time.
+struct JitStamp {
+  uint64_t object_size;
+  char source_time[32];
+};
+
+// Where the JIT finds an element class in its bitcode.
+struct JitEntry {
+  const char *push_symbol;  // extern "C" void (RuntimeElement *, int port, PacketBatch *)
+  const char *stamp_symbol;
+  const JitStamp *stamp;    // this binary's
 };
 
 struct RegisterRuntime {
-  RegisterRuntime(const char *cls, RuntimeFactory f) { RuntimeRegistry::global().add(cls, std::move(f)); }
+  RegisterRuntime(const char *cls, RuntimeFactory f, JitEntry jit) {
+    RuntimeRegistry::global().add(cls, std::move(f));
+    RuntimeRegistry::global().add_jit(cls, jit);
+  }
 };
 
 }  // namespace sluice
 
 // In an element's .cc: SLUICE_RUNTIME("Filter", FilterRuntime) where the class
-// has a constructor (const Node &, RunContext &).
-#define SLUICE_RUNTIME(cls, Type)                                                              \
-  static ::sluice::RegisterRuntime SLUICE_ELEMENT_CAT(sluice_runtime_, __LINE__){               \
-      cls, [](const ::sluice::Node &n, ::sluice::RunContext &c) -> std::unique_ptr<::sluice::RuntimeElement> { \
-        return std::make_unique<Type>(n, c);                                                    \
-      }}
+// has a constructor (const Node &, RunContext &). Besides the factory it
+// defines the class's entry for fused loops, which calls its push directly,
+// and its stamp (JitStamp); the bitcode build of the file has both too.
+#define SLUICE_RUNTIME(cls, Type)                                                                         \
+  extern "C" void sluice_jit_push_##Type(::sluice::RuntimeElement *e, int port, ::sluice::PacketBatch *b) { \
+    static_cast<Type *>(e)->Type::push(port, *b);                                                          \
+  }                                                                                                        \
+  extern "C" const ::sluice::JitStamp sluice_jit_stamp_##Type = {sizeof(Type), __TIMESTAMP__};            \
+  static ::sluice::RegisterRuntime SLUICE_ELEMENT_CAT(sluice_runtime_, __LINE__){                         \
+      cls,                                                                                                 \
+      [](const ::sluice::Node &n, ::sluice::RunContext &c) -> std::unique_ptr<::sluice::RuntimeElement> {  \
+        return std::make_unique<Type>(n, c);                                                               \
+      },                                                                                                   \
+      {"sluice_jit_push_" #Type, "sluice_jit_stamp_" #Type, &sluice_jit_stamp_##Type}}

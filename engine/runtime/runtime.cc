@@ -83,6 +83,7 @@ void RunContext::claim_output_file(const std::string &path, const std::string &e
 Runtime::Runtime(const LaneGraph &lg, RunOptions options) : ctx_(lg, std::move(options)) {}
 
 Runtime::~Runtime() {
+  if (jit_thread_.joinable()) jit_thread_.join();
   request_abort();
   for (auto &s : segments_) s->join();
   segments_.clear();
@@ -273,7 +274,7 @@ std::string Runtime::where_it_ran(const SegmentRunner &seg) const {
              : "; memory anywhere (DPDK has none on node " + std::to_string(sp.node) + ")";
   if (!seg.settlement().note.empty()) out += "; " + seg.settlement().note;
   else if (seg.settlement().deadline) out += "; SCHED_DEADLINE";
-  return out;
+  return out + "; " + program_summary(seg);
 }
 
 std::vector<const RuntimeElement *> Runtime::lane_elements(int lane) const {
@@ -303,7 +304,10 @@ std::string Runtime::status_line(double t, std::vector<uint64_t> &last_pkts, std
 
 void Runtime::run() {
   auto t0 = std::chrono::steady_clock::now();
-  for (auto &s : segments_) s->start(&interpreter_);
+  for (auto &s : segments_) {
+    auto it = compiled_.find(s.get());
+    s->start(it != compiled_.end() && it->second.program ? it->second.program : &interpreter_);
+  }
   if (on_started_) on_started_();
 
   std::vector<uint64_t> last_pkts(lane_source_.size()), last_bytes(lane_source_.size());
@@ -329,6 +333,7 @@ void Runtime::run() {
     }
   }
   for (auto &s : segments_) s->join();
+  if (jit_thread_.joinable()) jit_thread_.join();
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -467,7 +472,12 @@ std::string Runtime::summary_json() const {
     for (size_t k = 0; k < seg.cpus_seen().size(); ++k) o << (k ? ", " : "") << seg.cpus_seen()[k];
     o << "], \"pinned\": " << (seg.settlement().pinned ? "true" : "false")
       << ", \"deadline\": " << (seg.settlement().deadline ? "true" : "false")
-      << ", \"note\": " << json_string(seg.settlement().note) << "}";
+      << ", \"note\": " << json_string(seg.settlement().note);
+    // the loop it ended on, and how long the JIT took to compile it
+    std::lock_guard lock(jit_mutex_);
+    auto c = compiled_.find(&seg);
+    o << ", \"program\": \"" << (seg.program() ? seg.program()->kind() : "none") << "\", \"compile_ms\": "
+      << (c != compiled_.end() && c->second.program ? c->second.ms : -1) << "}";
   }
   o << "\n]}\n";
   return o.str();

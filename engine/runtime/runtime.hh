@@ -8,6 +8,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -94,6 +95,31 @@ class Runtime {
   }
   const ReloadStats &reload_stats() const { return reload_stats_; }
 
+  // The JIT (DESIGN §8). With a compiler set, compile_programs() compiles
+  // every segment's loop before run() (which starts the segments on them),
+  // on a thread of its own on `cpu` (the housekeeping cpu; -1: any), and
+  // fails on the first segment that cannot be compiled. After a hot reload,
+  // and after a handler write changed an element's configuration (its
+  // segment runs the interpreter meanwhile), the segments are compiled
+  // again in the background and switch over between two batches.
+  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) {
+    compiler_ = std::move(compiler);
+    compiler_cpu_ = cpu;
+  }
+  bool compile_programs(std::string *error, std::vector<std::string> *ir = nullptr);
+  // From a job on the segment thread that holds `e` (a handler write): its
+  // segment goes back to the interpreter; then, from any other thread,
+  // recompile() compiles what runs the interpreter again.
+  void drop_compiled(const RuntimeElement *e);
+  void recompile();
+  // Per segment, for the summary: how long its loop took to compile (ms, <0:
+  // not compiled).
+  struct CompiledLoop {
+    SegmentProgram *program = nullptr;
+    double ms = -1;
+    std::string error;
+  };
+
   // Hot reload (runtime_reload.cc): replaces the running graph by `next`
   // following plan_reload(): kept instances stay with their state, migrated
   // ones hand it to their new instance, removed ones flush. Every segment
@@ -134,6 +160,17 @@ class Runtime {
   std::vector<std::unique_ptr<SegmentRunner>> segments_;
   std::vector<SourceElement *> lane_source_;  // by lane
   InterpretedProgram interpreter_;
+  // The JIT's programs, kept until the end (a segment may still run one it
+  // was switched away from until its next batch), and what each segment got.
+  std::shared_ptr<ProgramCompiler> compiler_;
+  int compiler_cpu_ = -1;
+  mutable std::mutex jit_mutex_;
+  std::vector<std::unique_ptr<SegmentProgram>> programs_;
+  std::map<const SegmentRunner *, CompiledLoop> compiled_;  // under jit_mutex_
+  std::map<const SegmentRunner *, uint64_t> config_epoch_;  // under jit_mutex_: bumped by drop_compiled
+  std::thread jit_thread_;
+  void compile_in_background();
+  std::string program_summary(const SegmentRunner &seg) const;
   double elapsed_s_ = 0;
   std::function<void()> on_started_, on_tick_;
   ReloadStats reload_stats_;

@@ -63,6 +63,8 @@ std::vector<std::vector<int>> upstream_first(const LaneGraph &lg) {
 
 ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run) {
   std::lock_guard one_at_a_time(reload_mutex_);
+  // A background compilation holds segments this reload may retire.
+  if (jit_thread_.joinable()) jit_thread_.join();
   ReloadOutcome out;
   auto refuse = [&](std::string why) {
     out.error = std::move(why);
@@ -317,6 +319,7 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
   }
   out.applied = true;
   record_reload(true, out.lane_pause_ns);
+  compile_in_background();  // the new segments run the interpreter until their loops are ready
   return out;
 }
 

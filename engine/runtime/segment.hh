@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -40,6 +41,24 @@ class InterpretedProgram : public SegmentProgram {
   const char *kind() const override { return "interpreter"; }
 };
 
+// Compiles a segment's loop into a program of its own (the JIT,
+// engine/jit/segment_jit.hh); the runtime sees only this.
+class ProgramCompiler {
+ public:
+  virtual ~ProgramCompiler() = default;
+  struct Result {
+    std::unique_ptr<SegmentProgram> program;  // null: could not, see error
+    std::string error;
+    std::string ir;     // the optimized IR, when asked for
+    double compile_ms;  // wall time it took
+  };
+  // Reads the segment's wiring and its elements' constant bytes; may run on
+  // any thread while the segment runs another program. Thread-safe.
+  virtual Result compile(SegmentRunner &segment, bool want_ir) = 0;
+  // What it compiles for, for the summary (e.g. "LLVM ORC, x86-64-v3").
+  virtual std::string describe() const = 0;
+};
+
 class SegmentRunner {
  public:
   explicit SegmentRunner(const Segment &seg) : seg_(&seg) {}
@@ -65,6 +84,7 @@ class SegmentRunner {
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Swaps the loop body at the next batch boundary.
   void replace_program(SegmentProgram *p) { program_.store(p, std::memory_order_release); }
+  const SegmentProgram *program() const { return program_.load(std::memory_order_acquire); }
   // Runs `job` on this segment's thread between two batches, so that it may
   // read and change the state of the segment's elements (control handlers,
   // metrics), and waits for it; an exception it throws is rethrown here.

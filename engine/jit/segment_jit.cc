@@ -1,0 +1,761 @@
+#include "engine/jit/segment_jit.hh"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/IPO/AlwaysInliner.h>
+#include <llvm/Transforms/IPO/GlobalDCE.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/EarlyCSE.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "engine/jit/bpf_ir.hh"
+#include "engine/jit/element_bitcode.hh"
+#include "engine/packet/pcap_filter.hh"
+#include "engine/runtime/channel.hh"
+#include "engine/runtime/element_runtime.hh"
+
+namespace sluice {
+
+namespace {
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+// Errors of LLVM's linker and readers reach the context's diagnostic
+// handler; by default an error ends the process.
+struct Diagnostics {
+  std::string text;
+  static void handle(const llvm::DiagnosticInfo *d, void *self) {
+    auto *diag = static_cast<Diagnostics *>(self);
+    if (d->getSeverity() != llvm::DS_Error) return;
+    llvm::raw_string_ostream os(diag->text);
+    llvm::DiagnosticPrinterRawOStream printer(os);
+    d->print(printer);
+    os << "\n";
+  }
+};
+
+struct JitError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T take(llvm::Expected<T> v, const std::string &what) {
+  if (!v) throw JitError(what + ": " + llvm::toString(v.takeError()));
+  return std::move(*v);
+}
+
+// Which embedded bitcode file defines which external symbol, read once
+// (lazily: only the symbol tables).
+class BitcodeIndex {
+ public:
+  static const BitcodeIndex &get() {
+    static BitcodeIndex index;
+    return index;
+  }
+  // Index into embedded_bitcode(), or -1.
+  int file_defining(const std::string &symbol) const {
+    auto it = files_.find(symbol);
+    return it == files_.end() ? -1 : it->second;
+  }
+
+ private:
+  BitcodeIndex() {
+    llvm::LLVMContext cx;
+    const auto &files = embedded_bitcode();
+    for (size_t i = 0; i < files.size(); ++i) {
+      llvm::MemoryBufferRef buf(llvm::StringRef(files[i].begin, size_t(files[i].end - files[i].begin)), files[i].source);
+      auto m = llvm::getLazyBitcodeModule(buf, cx);
+      if (!m) {
+        llvm::consumeError(m.takeError());
+        continue;
+      }
+      for (llvm::GlobalValue &g : (*m)->global_values())
+        if (!g.isDeclaration() && g.hasExternalLinkage()) files_.emplace(g.getName().str(), int(i));
+    }
+  }
+  std::map<std::string, int> files_;
+};
+
+bool is_support_file(const EmbeddedBitcode &f) { return std::strstr(f.source, "engine/jit/bitcode/") != nullptr; }
+
+std::string sanitize(const std::string &s) {
+  std::string o;
+  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  return o;
+}
+
+std::string element_label(const RuntimeElement &e) {
+  return "'" + e.name() + "'" + (e.lane() >= 0 ? " (lane " + std::to_string(e.lane()) + ")" : "");
+}
+
+// Thread-local globals that `root`, or a function it reaches, uses; with
+// the function that uses the first.
+std::pair<const llvm::GlobalVariable *, const llvm::Function *> find_thread_local(const llvm::Function &root) {
+  std::set<const llvm::Function *> seen;
+  std::vector<const llvm::Function *> todo{&root};
+  std::function<const llvm::GlobalVariable *(const llvm::Value *, int)> tls_in =
+      [&](const llvm::Value *v, int depth) -> const llvm::GlobalVariable * {
+    if (auto *g = llvm::dyn_cast<llvm::GlobalVariable>(v)) return g->isThreadLocal() ? g : nullptr;
+    if (auto *ce = llvm::dyn_cast<llvm::ConstantExpr>(v); ce && depth < 8)
+      for (const llvm::Value *op : ce->operands())
+        if (auto *g = tls_in(op, depth + 1)) return g;
+    return nullptr;
+  };
+  while (!todo.empty()) {
+    const llvm::Function *f = todo.back();
+    todo.pop_back();
+    if (!seen.insert(f).second || f->isDeclaration()) continue;
+    for (const llvm::BasicBlock &bb : *f)
+      for (const llvm::Instruction &in : bb)
+        for (const llvm::Value *op : in.operands()) {
+          if (auto *g = tls_in(op, 0)) return {g, f};
+          if (auto *callee = llvm::dyn_cast<llvm::Function>(op)) todo.push_back(callee);
+        }
+  }
+  return {nullptr, nullptr};
+}
+
+std::string thread_local_error(const llvm::Function &root, const std::string &element) {
+  auto [g, f] = find_thread_local(root);
+  if (!g) return "";
+  return "JIT: element " + element + ": its bitcode uses thread-local storage ('" + g->getName().str() +
+         "', in " + f->getName().str() +
+         "), which code run through ORC cannot reach correctly; route that operation through a host function, "
+         "or run with --no-jit";
+}
+
+// The absolute address a pointer value stands for, when it is a constant
+// address (an instance's `inttoptr`) plus constant offsets.
+std::optional<uint64_t> constant_address(const llvm::Value *p, const llvm::DataLayout &dl) {
+  llvm::APInt offset(64, 0);
+  const llvm::Value *base = p->stripAndAccumulateConstantOffsets(dl, offset, /*AllowNonInbounds=*/true);
+  auto *ce = llvm::dyn_cast<llvm::ConstantExpr>(base);
+  if (!ce || ce->getOpcode() != llvm::Instruction::IntToPtr) return std::nullopt;
+  auto *ci = llvm::dyn_cast<llvm::ConstantInt>(ce->getOperand(0));
+  if (!ci) return std::nullopt;
+  return ci->getZExtValue() + offset.getZExtValue();
+}
+
+class FusedProgram final : public SegmentProgram {
+ public:
+  FusedProgram(std::unique_ptr<llvm::orc::LLJIT> jit, bool (*step)()) : jit_(std::move(jit)), step_(step) {}
+  bool step(SegmentRunner &) override { return step_(); }
+  const char *kind() const override { return "jit"; }
+
+ private:
+  std::unique_ptr<llvm::orc::LLJIT> jit_;  // owns the code step_ points into
+  bool (*step_)();
+};
+
+// One segment's compilation.
+class SegmentBuilder {
+ public:
+  SegmentBuilder(SegmentRunner &seg, const std::string &cpu) : seg_(seg), cpu_(cpu) {
+    cx_ = std::make_unique<llvm::LLVMContext>();
+    cx_->setDiagnosticHandlerCallBack(&Diagnostics::handle, &diag_);
+    m_ = std::make_unique<llvm::Module>("segment_" + std::to_string(seg.segment().id), *cx_);
+  }
+
+  ProgramCompiler::Result build(bool want_ir) {
+    auto t0 = std::chrono::steady_clock::now();
+    ProgramCompiler::Result r;
+    try {
+      make_target();
+      link_bitcode();
+      prepare_linked();
+      generate_step();
+      check_thread_locals();
+      if (llvm::verifyModule(*m_, &verify_os_)) throw JitError("JIT: generated module is invalid: " + verify_);
+      specialize();
+      optimize_final();
+      check_file_locals();
+      if (want_ir) {
+        llvm::raw_string_ostream os(r.ir);
+        m_->print(os, nullptr);
+      }
+      r.program = run_through_orc();
+    } catch (const JitError &e) {
+      r.error = e.what();
+    }
+    r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+  }
+
+ private:
+  llvm::Type *ptr() { return llvm::PointerType::get(*cx_, 0); }
+  llvm::Constant *address(const void *p) {
+    return llvm::ConstantExpr::getIntToPtr(llvm::ConstantInt::get(llvm::Type::getInt64Ty(*cx_), uint64_t(uintptr_t(p))),
+                                           ptr());
+  }
+
+  void make_target() {
+    auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "JIT: no target for this machine");
+    if (cpu_ != llvm::sys::getHostCPUName()) jtmb.getFeatures() = llvm::SubtargetFeatures();  // the CPU's own features
+    jtmb.setCPU(cpu_);
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    jtmb_ = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
+    tm_ = take(jtmb.createTargetMachine(), "JIT: target " + cpu_);
+    m_->setDataLayout(tm_->createDataLayout());
+    m_->setTargetTriple(tm_->getTargetTriple().str());
+  }
+
+  // Links the entries of the segment's element classes, then whatever they
+  // call that some bitcode file defines (the flow cache, support functions),
+  // only what is needed.
+  void link_bitcode() {
+    const BitcodeIndex &index = BitcodeIndex::get();
+    const auto &files = embedded_bitcode();
+    llvm::FunctionType *push_type =
+        llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_), {ptr(), llvm::Type::getInt32Ty(*cx_), ptr()}, false);
+    for (RuntimeElement *e : seg_.elements()) {
+      const JitEntry *entry = RuntimeRegistry::global().find_jit(e->class_name());
+      if (!entry) throw JitError("JIT: element " + element_label(*e) + " (" + e->class_name() + ") has no JIT entry");
+      int file = index.file_defining(entry->push_symbol);
+      if (file < 0)
+        throw JitError("JIT: no bitcode for element " + element_label(*e) + " (class " + e->class_name() +
+                       "): this binary embeds none for it (a plugin, or a build that skipped it); run with --no-jit");
+      entries_[e] = entry;
+      entry_files_[entry->push_symbol] = file;
+      m_->getOrInsertFunction(entry->push_symbol, push_type);
+    }
+    for (const char *support : {"sluice_jit_poll", "sluice_jit_channel_receive", "sluice_jit_channel_flows",
+                                "sluice_jit_tick", "sluice_jit_emit", "sluice_jit_count", "sluice_jit_filter_match"})
+      if (index.file_defining(support) < 0) throw JitError(std::string("JIT: the embedded bitcode lacks ") + support);
+    // The stamps, compared before anything is linked.
+    std::set<std::string> stamps;
+    for (auto &[e, entry] : entries_) stamps.insert(entry->stamp_symbol);
+    for (const std::string &s : stamps) m_->getOrInsertGlobal(s, llvm::Type::getInt8Ty(*cx_));
+    for (const char *support : {"sluice_jit_poll", "sluice_jit_channel_receive", "sluice_jit_channel_flows",
+                                "sluice_jit_tick", "sluice_jit_emit", "sluice_jit_count", "sluice_jit_filter_match"})
+      m_->getOrInsertFunction(support, llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_), false));
+
+    llvm::Linker linker(*m_);
+    for (int round = 0; round < 16; ++round) {
+      std::set<int> wanted;
+      for (llvm::GlobalValue &g : m_->global_values())
+        if (g.isDeclaration() && !g.getName().starts_with("llvm."))
+          if (int f = index.file_defining(g.getName().str()); f >= 0) wanted.insert(f);
+      if (wanted.empty()) return;
+      for (int f : wanted) {
+        llvm::MemoryBufferRef buf(llvm::StringRef(files[f].begin, size_t(files[f].end - files[f].begin)),
+                                  files[f].source);
+        auto src = take(llvm::parseBitcodeFile(buf, *cx_), std::string("JIT: bitcode of ") + files[f].source);
+        src->setDataLayout(m_->getDataLayout());
+        src->setTargetTriple(m_->getTargetTriple());
+        if (is_support_file(files[f]))
+          for (llvm::Function &fn : *src) support_functions_.insert(fn.getName().str());
+        for (llvm::Function &fn : *src)
+          if (!fn.isDeclaration()) source_of_[fn.getName().str()] = files[f].source;
+        if (linker.linkInModule(std::move(src), llvm::Linker::Flags::LinkOnlyNeeded))
+          throw JitError(std::string("JIT: linking the bitcode of ") + files[f].source + " failed: " + diag_.text);
+      }
+    }
+    throw JitError("JIT: linking the bitcode did not settle");
+  }
+
+  // The stamps; then linkage: code the host also has stays inlinable but is
+  // never emitted again (available_externally: a call that is not inlined
+  // goes to the host's copy); variables are the host's (declarations);
+  // support functions exist only here (internal). Every function is
+  // compiled for the JIT's target.
+  void prepare_linked() {
+    for (auto &[e, entry] : entries_) {
+      llvm::GlobalVariable *g = m_->getGlobalVariable(entry->stamp_symbol);
+      auto *init = g && g->hasInitializer() ? llvm::dyn_cast<llvm::ConstantStruct>(g->getInitializer()) : nullptr;
+      std::string file = source_of_.count(entry->push_symbol) ? source_of_[entry->push_symbol] : "?";
+      if (!init) throw JitError("JIT: the bitcode of " + file + " has no stamp for class " + e->class_name());
+      uint64_t size = llvm::cast<llvm::ConstantInt>(init->getOperand(0))->getZExtValue();
+      std::string when;
+      // char[32]: the time, then zeros (clang may split it into a packed struct of both)
+      llvm::Constant *text = init->getOperand(1);
+      if (auto *packed = llvm::dyn_cast<llvm::ConstantStruct>(text)) text = packed->getOperand(0);
+      if (auto *arr = llvm::dyn_cast<llvm::ConstantDataSequential>(text)) {
+        llvm::StringRef raw = arr->getRawDataValues();
+        when.assign(raw.data(), strnlen(raw.data(), raw.size()));
+      }
+      if (size != entry->stamp->object_size || when != entry->stamp->source_time)
+        throw JitError("JIT: the bitcode of element " + element_label(*e) + " (class " + e->class_name() + ", " +
+                       file + ") is stale: it was built from the source of " + when + " with objects of " +
+                       std::to_string(size) + " bytes, this binary from the source of " + entry->stamp->source_time +
+                       " with " + std::to_string(entry->stamp->object_size) + " bytes; rebuild, or run with --no-jit");
+    }
+    if (auto *g = m_->getGlobalVariable("llvm.global_ctors")) g->eraseFromParent();
+    if (auto *g = m_->getGlobalVariable("llvm.global_dtors")) g->eraseFromParent();
+    for (llvm::Function &f : *m_) {
+      f.removeFnAttr("target-cpu");
+      f.removeFnAttr("target-features");
+      f.removeFnAttr("tune-cpu");
+      if (f.isDeclaration()) continue;
+      if (support_functions_.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
+      else if (f.hasExternalLinkage()) f.setLinkage(llvm::GlobalValue::AvailableExternallyLinkage);
+    }
+    for (llvm::GlobalVariable &g : m_->globals()) {
+      if (g.isDeclaration() || g.hasLocalLinkage() || g.getName().starts_with("llvm.")) continue;
+      if (g.isConstant() && g.hasExternalLinkage()) {
+        g.setLinkage(llvm::GlobalValue::AvailableExternallyLinkage);
+      } else if (!g.isConstant()) {
+        g.setInitializer(nullptr);
+        g.setLinkage(llvm::GlobalValue::ExternalLinkage);
+        g.setComdat(nullptr);
+      }
+    }
+    // An alias (a C++ constructor's second name) cannot point at code
+    // that is not emitted here: it becomes a declaration of the host's.
+    std::vector<llvm::GlobalAlias *> aliases;
+    for (llvm::GlobalAlias &a : m_->aliases())
+      if (!a.hasLocalLinkage()) aliases.push_back(&a);
+    for (llvm::GlobalAlias *a : aliases) {
+      llvm::GlobalValue *decl;
+      if (auto *fty = llvm::dyn_cast<llvm::Function>(a->getAliaseeObject()))
+        decl = llvm::Function::Create(fty->getFunctionType(), llvm::GlobalValue::ExternalLinkage, "", m_.get());
+      else
+        decl = new llvm::GlobalVariable(*m_, a->getValueType(), false, llvm::GlobalValue::ExternalLinkage, nullptr);
+      decl->takeName(a);
+      a->replaceAllUsesWith(decl);
+      a->eraseFromParent();
+    }
+    emit_fn_ = callee_in("sluice_jit_emit");
+    match_fn_ = callee_in("sluice_jit_filter_match");
+  }
+
+  // The host function a support function calls (its body names it).
+  llvm::Function *callee_in(const char *name) {
+    llvm::Function *f = m_->getFunction(name);
+    if (f)
+      for (llvm::BasicBlock &bb : *f)
+        for (llvm::Instruction &in : bb)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&in))
+            if (llvm::Function *c = call->getCalledFunction(); c && !c->isIntrinsic()) return c;
+    throw JitError(std::string("JIT: cannot find what ") + name + " calls in the support bitcode");
+  }
+
+  llvm::Function *support(const char *name) { return m_->getFunction(name); }
+
+  llvm::Function *new_function(const std::string &name, llvm::FunctionType *type) {
+    auto *f = llvm::Function::Create(type, llvm::Function::InternalLinkage, name, *m_);
+    f->addFnAttr(llvm::Attribute::AlwaysInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    return f;
+  }
+
+  llvm::FunctionType *batch_fn_type() {
+    return llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_), {ptr()}, false);
+  }
+
+  bool in_segment(const RuntimeElement *e) const {
+    for (RuntimeElement *x : seg_.elements())
+      if (x == e) return true;
+    return false;
+  }
+
+  std::string fn_name(const char *what, const RuntimeElement *e, int port) {
+    return std::string(what) + "." + sanitize(e->name()) + (e->lane() >= 0 ? ".lane" + std::to_string(e->lane()) : "") +
+           "." + std::to_string(port);
+  }
+
+  // batch->count as i64.
+  llvm::Value *batch_count(llvm::IRBuilder<> &b, llvm::Value *batch) {
+    static_assert(offsetof(PacketBatch, count) == 0);
+    return b.CreateZExt(b.CreateLoad(b.getInt16Ty(), batch, "count"), b.getInt64Ty());
+  }
+
+  void count(llvm::IRBuilder<> &b, const Counter &c, llvm::Value *n) {
+    b.CreateCall(support("sluice_jit_count"), {address(&c), n});
+  }
+
+  // The element's own push for this instance and input port: the class's
+  // entry with both as constants, the push inlined into it, and its emits to
+  // fused outputs made direct calls.
+  llvm::Function *push_fn(RuntimeElement *e, int port) {
+    auto key = std::make_pair(e, port);
+    if (auto it = push_.find(key); it != push_.end()) return it->second;
+    llvm::Function *entry = m_->getFunction(entries_.at(e)->push_symbol);
+    if (!entry || entry->isDeclaration())
+      throw JitError("JIT: the bitcode of " + e->class_name() + " lost its entry " + entries_.at(e)->push_symbol);
+    llvm::ValueToValueMapTy map;
+    map[entry->getArg(0)] = address(e);
+    map[entry->getArg(1)] = llvm::ConstantInt::get(llvm::Type::getInt32Ty(*cx_), port);
+    llvm::Function *f = llvm::CloneFunction(entry, map);
+    f->setName(fn_name("push", e, port));
+    f->setLinkage(llvm::GlobalValue::InternalLinkage);
+    f->addFnAttr(llvm::Attribute::AlwaysInline);
+    push_[key] = f;
+    // The element's member functions called on this instance (its push,
+    // its helpers) come in, so that its emits see the instance.
+    llvm::Constant *self = address(e);
+    for (int round = 0; round < 3; ++round) {
+      std::vector<llvm::CallBase *> calls;
+      for (llvm::BasicBlock &bb : *f)
+        for (llvm::Instruction &in : bb)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&in))
+            if (llvm::Function *c = call->getCalledFunction();
+                c && !c->isDeclaration() && c != emit_fn_ && call->arg_size() > 0 && call->getArgOperand(0) == self &&
+                !c->getName().starts_with("push.") && !c->getName().starts_with("emit."))
+              calls.push_back(call);
+      if (calls.empty()) break;
+      for (llvm::CallBase *call : calls) {
+        llvm::InlineFunctionInfo info;
+        (void)llvm::InlineFunction(*call, info);
+      }
+    }
+    std::vector<llvm::CallBase *> emits;
+    for (llvm::BasicBlock &bb : *f)
+      for (llvm::Instruction &in : bb)
+        if (auto *call = llvm::dyn_cast<llvm::CallBase>(&in))
+          if (call->getCalledFunction() == emit_fn_ && call->getArgOperand(0) == self &&
+              llvm::isa<llvm::ConstantInt>(call->getArgOperand(1)))
+            emits.push_back(call);
+    for (llvm::CallBase *call : emits) {
+      int out = int(llvm::cast<llvm::ConstantInt>(call->getArgOperand(1))->getSExtValue());
+      llvm::IRBuilder<> b(call);
+      b.CreateCall(emit_fn(e, out), {call->getArgOperand(2)});
+      call->eraseFromParent();
+    }
+    return f;
+  }
+
+  // Input `port` of `e` gets a batch: counted in, then its push.
+  llvm::Function *deliver_fn(RuntimeElement *e, int port) {
+    auto key = std::make_pair(e, port);
+    if (auto it = deliver_.find(key); it != deliver_.end()) return it->second;
+    llvm::Function *f = new_function(fn_name("deliver", e, port), batch_fn_type());
+    deliver_[key] = f;
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(*cx_, "entry", f));
+    count(b, e->counters.in, batch_count(b, f->getArg(0)));
+    b.CreateCall(push_fn(e, port), {f->getArg(0)});
+    b.CreateRetVoid();
+    return f;
+  }
+
+  // Output `port` of `e`: to the one element of this segment it leads to,
+  // directly, counted out as emit() counts; any other wiring through emit().
+  llvm::Function *emit_fn(RuntimeElement *e, int port) {
+    auto key = std::make_pair(e, port);
+    if (auto it = emit_.find(key); it != emit_.end()) return it->second;
+    llvm::Function *f = new_function(fn_name("emit", e, port), batch_fn_type());
+    emit_[key] = f;
+    llvm::Value *batch = f->getArg(0);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(*cx_, "entry", f));
+    const std::vector<OutputTarget> *targets = port < int(e->output_count()) ? &e->targets(port) : nullptr;
+    bool fused = targets && targets->size() == 1 && (*targets)[0].element && !(*targets)[0].channel &&
+                 in_segment((*targets)[0].element);
+    if (!fused) {
+      b.CreateCall(support("sluice_jit_emit"), {address(e), b.getInt32(port), batch});
+      b.CreateRetVoid();
+      return f;
+    }
+    auto *go = llvm::BasicBlock::Create(*cx_, "go", f), *done = llvm::BasicBlock::Create(*cx_, "done", f);
+    llvm::Value *n = batch_count(b, batch);
+    b.CreateCondBr(b.CreateICmpEQ(n, b.getInt64(0)), done, go);
+    b.SetInsertPoint(done);
+    b.CreateRetVoid();
+    b.SetInsertPoint(go);
+    count(b, e->counters.out, n);
+    b.CreateCall(deliver_fn((*targets)[0].element, (*targets)[0].port), {batch});
+    b.CreateRetVoid();
+    return f;
+  }
+
+  // The interpreter's loop body (InterpretedProgram::step), unrolled over
+  // this segment's sources, channels and timers.
+  void generate_step() {
+    auto *i1 = llvm::Type::getInt1Ty(*cx_);
+    step_ = llvm::Function::Create(llvm::FunctionType::get(i1, false), llvm::Function::ExternalLinkage,
+                                   "segment_" + std::to_string(seg_.segment().id) + "_step", *m_);
+    step_->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(*cx_, "entry", step_));
+    llvm::Type *batch_type = llvm::ArrayType::get(b.getInt8Ty(), sizeof(PacketBatch));
+    llvm::AllocaInst *batch = b.CreateAlloca(batch_type, nullptr, "batch");
+    batch->setAlignment(llvm::Align(alignof(PacketBatch)));
+    llvm::AllocaInst *work = b.CreateAlloca(i1, nullptr, "work");
+    b.CreateStore(b.getFalse(), work);
+    auto when = [&](llvm::Value *cond, const std::string &name, const std::function<void()> &body) {
+      auto *then = llvm::BasicBlock::Create(*cx_, name, step_), *next = llvm::BasicBlock::Create(*cx_, name + ".next", step_);
+      b.CreateCondBr(cond, then, next);
+      b.SetInsertPoint(then);
+      b.CreateStore(b.getTrue(), work);
+      body();
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
+    };
+    for (SegmentRunner::Source &s : seg_.sources()) {
+      llvm::Value *got = b.CreateCall(support("sluice_jit_poll"), {address(&s), batch});
+      when(got, "source." + sanitize(s.element->name()), [&] { b.CreateCall(emit_fn(s.element, 0), {batch}); });
+    }
+    for (Channel *ch : seg_.inputs()) {
+      std::string name = "channel." + sanitize(ch->target().element->name());
+      if (ch->type() == StreamType::Packets) {
+        llvm::Value *n = b.CreateCall(support("sluice_jit_channel_receive"), {address(ch), batch, b.getInt32(seg_.burst())});
+        when(b.CreateICmpNE(n, b.getInt32(0)), name,
+             [&] { b.CreateCall(deliver_fn(ch->target().element, ch->target().port), {batch}); });
+      } else {
+        when(b.CreateCall(support("sluice_jit_channel_flows"), {address(ch)}), name, [] {});
+      }
+    }
+    for (RuntimeElement *t : seg_.tickers()) b.CreateCall(support("sluice_jit_tick"), {address(t)});
+    b.CreateRet(b.CreateLoad(i1, work));
+  }
+
+  void check_thread_locals() {
+    for (auto &[key, f] : push_) {
+      std::string e = thread_local_error(*f, element_label(*key.first) + " (class " + key.first->class_name() + ")");
+      if (!e.empty()) throw JitError(e);
+    }
+  }
+
+  llvm::PassBuilder pass_builder(llvm::LoopAnalysisManager &lam, llvm::FunctionAnalysisManager &fam,
+                                 llvm::CGSCCAnalysisManager &cgam, llvm::ModuleAnalysisManager &mam) {
+    llvm::PassBuilder pb(tm_.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    return pb;
+  }
+
+  // Inlines the generated functions into the loop, then, until nothing
+  // changes: loads of constant bytes become constants, calls of a Filter's
+  // matches() become calls of its program as IR, and the result simplified.
+  void specialize() {
+    struct Span {
+      uint64_t begin, end;
+    };
+    std::vector<Span> spans;
+    std::map<uint64_t, const PcapFilter *> filters;
+    for (RuntimeElement *e : seg_.elements()) {
+      std::vector<RuntimeElement::ConstantBytes> bytes;
+      e->jit_constant_bytes(bytes);
+      for (auto &c : bytes) spans.push_back({uint64_t(uintptr_t(c.begin)), uint64_t(uintptr_t(c.begin)) + c.size});
+      if (const PcapFilter *pf = e->jit_pcap_filter()) filters[uint64_t(uintptr_t(pf))] = pf;
+    }
+    auto constant_span = [&](uint64_t a, uint64_t n) {
+      for (const Span &s : spans)
+        if (a >= s.begin && a + n <= s.end) return true;
+      return false;
+    };
+    std::map<const PcapFilter *, llvm::Function *> programs;
+    const llvm::DataLayout &dl = m_->getDataLayout();
+
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb = pass_builder(lam, fam, cgam, mam);
+    llvm::ModulePassManager inline_all;
+    inline_all.addPass(llvm::AlwaysInlinerPass());
+    inline_all.addPass(llvm::GlobalDCEPass());
+    llvm::FunctionPassManager simplify;
+    simplify.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    simplify.addPass(llvm::EarlyCSEPass(true));
+    simplify.addPass(llvm::InstCombinePass());
+    simplify.addPass(llvm::SimplifyCFGPass());
+    inline_all.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(simplify)));
+    inline_all.run(*m_, mam);
+
+    for (int round = 0; round < 8; ++round) {
+      bool changed = false;
+      for (llvm::Function &f : *m_) {
+        if (f.isDeclaration() || f.hasAvailableExternallyLinkage()) continue;
+        std::vector<llvm::Instruction *> dead;
+        for (llvm::BasicBlock &bb : f)
+          for (llvm::Instruction &in : bb) {
+            if (auto *load = llvm::dyn_cast<llvm::LoadInst>(&in); load && load->isSimple()) {
+              auto a = constant_address(load->getPointerOperand(), dl);
+              llvm::Type *t = load->getType();
+              uint64_t n = dl.getTypeStoreSize(t);
+              if (!a || !constant_span(*a, n) || n > 8 || !(t->isIntegerTy() || t->isPointerTy() || t->isFloatingPointTy()))
+                continue;
+              uint64_t bits = 0;
+              std::memcpy(&bits, reinterpret_cast<const void *>(uintptr_t(*a)), n);
+              llvm::Constant *c = nullptr;
+              if (t->isIntegerTy()) c = llvm::ConstantInt::get(t, bits);
+              else if (t->isPointerTy()) c = llvm::ConstantExpr::getIntToPtr(llvm::ConstantInt::get(llvm::Type::getInt64Ty(*cx_), bits), t);
+              else c = llvm::ConstantExpr::getBitCast(llvm::ConstantInt::get(llvm::IntegerType::get(*cx_, unsigned(n * 8)), bits), t);
+              load->replaceAllUsesWith(c);
+              dead.push_back(load);
+              changed = true;
+            } else if (auto *call = llvm::dyn_cast<llvm::CallInst>(&in); call && call->getCalledFunction() == match_fn_) {
+              auto a = constant_address(call->getArgOperand(0), dl);
+              auto it = a ? filters.find(*a) : filters.end();
+              if (it == filters.end()) continue;
+              llvm::Function *&program = programs[it->second];
+              if (!program) {
+                program = emit_bpf_function(*m_, "filter." + sanitize(it->second->expression()), it->second->insns(),
+                                            it->second->insn_count());
+                program->setLinkage(llvm::GlobalValue::InternalLinkage);
+              }
+              llvm::IRBuilder<> b(call);
+              // matches(data, caplen, wirelen); the program takes (packet, wirelen, caplen)
+              llvm::Value *len = b.CreateCall(program, {call->getArgOperand(1), call->getArgOperand(3), call->getArgOperand(2)});
+              call->replaceAllUsesWith(b.CreateICmpNE(len, b.getInt32(0)));
+              dead.push_back(call);
+              changed = true;
+            }
+          }
+        for (llvm::Instruction *i : dead) i->eraseFromParent();
+      }
+      if (!changed) break;
+      llvm::FunctionPassManager again;
+      again.addPass(llvm::EarlyCSEPass(true));
+      again.addPass(llvm::InstCombinePass());
+      again.addPass(llvm::SimplifyCFGPass());
+      llvm::ModulePassManager mpm;
+      mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(again)));
+      mpm.run(*m_, mam);
+    }
+  }
+
+  void optimize_final() {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb = pass_builder(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m_, mam);
+    // What is left of the host's code only as declarations: nothing of it
+    // is emitted, and the IR shows the loop.
+    for (llvm::Function &f : *m_)
+      if (f.hasAvailableExternallyLinkage()) f.deleteBody();
+    llvm::ModulePassManager dce;
+    dce.addPass(llvm::GlobalDCEPass());
+    dce.run(*m_, mam);
+  }
+
+  // A variable of an element's file that the loop still uses would be a
+  // second copy of it, apart from the host's.
+  void check_file_locals() {
+    for (llvm::GlobalVariable &g : m_->globals())
+      if (g.hasLocalLinkage() && !g.isConstant() && !g.use_empty())
+        throw JitError("JIT: the fused loop uses '" + g.getName().str() +
+                       "', a variable local to an element's source file, which it would duplicate; make it a "
+                       "member of the element, or run with --no-jit");
+  }
+
+  std::unique_ptr<SegmentProgram> run_through_orc() {
+    auto jit = take(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb_).create(), "JIT: ORC");
+    jit->getMainJITDylib().addGenerator(take(
+        llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit->getDataLayout().getGlobalPrefix()),
+        "JIT: host symbols"));
+    std::string name = step_->getName().str();
+    if (auto e = jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m_), std::move(cx_))))
+      throw JitError("JIT: ORC: " + llvm::toString(std::move(e)));
+    auto sym = take(jit->lookup(name), "JIT: ORC could not make the loop");
+    return std::make_unique<FusedProgram>(std::move(jit), sym.toPtr<bool (*)()>());
+  }
+
+  SegmentRunner &seg_;
+  std::string cpu_;
+  Diagnostics diag_;
+  std::unique_ptr<llvm::LLVMContext> cx_;
+  std::unique_ptr<llvm::Module> m_;
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;
+  std::map<RuntimeElement *, const JitEntry *> entries_;
+  std::map<std::string, int> entry_files_;
+  std::map<std::string, std::string> source_of_;  // function -> bitcode file it came from
+  std::set<std::string> support_functions_;
+  llvm::Function *emit_fn_ = nullptr, *match_fn_ = nullptr, *step_ = nullptr;
+  std::map<std::pair<RuntimeElement *, int>, llvm::Function *> push_, deliver_, emit_;
+  std::string verify_;
+  llvm::raw_string_ostream verify_os_{verify_};
+};
+
+class SegmentJit final : public ProgramCompiler {
+ public:
+  explicit SegmentJit(std::string cpu) : cpu_(std::move(cpu)) {}
+  Result compile(SegmentRunner &segment, bool want_ir) override {
+    SegmentBuilder builder(segment, cpu_);
+    return builder.build(want_ir);
+  }
+  std::string describe() const override { return "LLVM ORC, " + cpu_; }
+
+ private:
+  std::string cpu_;
+};
+
+}  // namespace
+
+std::string default_jit_cpu() {
+  init_llvm();
+  auto features = llvm::sys::getHostCPUFeatures();
+  for (const char *f : {"avx2", "bmi2", "fma", "movbe", "f16c", "lzcnt", "bmi"})
+    if (!features.lookup(f)) return llvm::sys::getHostCPUName().str();
+  return "x86-64-v3";
+}
+
+std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error) {
+  init_llvm();
+  std::string cpu = settings.cpu.empty() ? default_jit_cpu() : settings.cpu == "host" ? llvm::sys::getHostCPUName().str()
+                                                                                       : settings.cpu;
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) {
+    *error = "JIT: no target for this machine: " + llvm::toString(jtmb.takeError());
+    return nullptr;
+  }
+  std::string triple_error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(jtmb->getTargetTriple().str(), triple_error);
+  if (!target) {
+    *error = "JIT: " + triple_error;
+    return nullptr;
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(jtmb->getTargetTriple().str(), cpu, ""));
+  if (!sti || !sti->isCPUStringValid(cpu)) {
+    *error = "JIT: unknown CPU '" + cpu + "' for --jit-cpu (try x86-64-v3, x86-64-v2, host, or a name llc -mcpu=help lists)";
+    return nullptr;
+  }
+  if (embedded_bitcode().empty()) {
+    *error = "JIT: this binary embeds no element bitcode; run with --no-jit";
+    return nullptr;
+  }
+  return std::make_unique<SegmentJit>(cpu);
+}
+
+std::string check_thread_locals_for_tests(const std::string &ir_text, const std::string &entry,
+                                          const std::string &element) {
+  llvm::LLVMContext cx;
+  llvm::SMDiagnostic err;
+  auto m = llvm::parseIR(llvm::MemoryBufferRef(ir_text, "test"), err, cx);
+  if (!m) return "cannot parse: " + err.getMessage().str();
+  llvm::Function *f = m->getFunction(entry);
+  if (!f) return "no function " + entry;
+  return thread_local_error(*f, element);
+}
+
+}  // namespace sluice

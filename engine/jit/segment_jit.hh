@@ -1,0 +1,45 @@
+// The JIT (DESIGN §8): each segment's loop fused into one function.
+//
+// For a segment it generates the driver loop the interpreter runs
+// (InterpretedProgram: poll the sources, take from the input channels, hand
+// each batch on, tick the timers), links the bitcode of exactly the elements
+// the segment uses (embedded in the binary, engine/jit/element_bitcode.hh),
+// turns every element instance's push into a copy of its own with the
+// instance's address and input port as constants, and every emit() between
+// two elements of the segment into a direct call, counted as the
+// interpreter counts it. Each element's configuration (its jit_constants())
+// and its Filter program become constants and IR of the loop; LLVM's O3
+// pipeline then inlines it all into one function, which ORC (LLJIT) runs.
+//
+// What the loop cannot do itself it calls in the host: a source's poll (DPDK
+// keeps per-thread mempool caches in thread-local storage, which JIT code
+// cannot reach), channels, drops, flow records between elements, timers.
+//
+// LLVM's headers stay in segment_jit.cc.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "engine/runtime/segment.hh"
+
+namespace sluice {
+
+struct JitSettings {
+  std::string cpu;  // the code generation target; empty: default_jit_cpu()
+};
+
+// Nullptr, with *error, when LLVM has no target for this machine or the
+// CPU name is unknown.
+std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error);
+
+// x86-64-v3 where the host has its features (measured faster here than
+// tuning for the host's own CPU, PLATFORM.md), else the host's CPU.
+std::string default_jit_cpu();
+
+// The thread-local storage check on element bitcode, on a module given as
+// LLVM IR text whose function `entry` stands for the element's push: the
+// error the JIT gives (naming `element`), or empty. For tests.
+std::string check_thread_locals_for_tests(const std::string &ir_text, const std::string &entry,
+                                          const std::string &element);
+
+}  // namespace sluice

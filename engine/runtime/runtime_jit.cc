@@ -1,0 +1,119 @@
+// The runtime's side of the JIT (engine/jit/segment_jit.hh): compiling the
+// segments' loops off the data path, switching segments to them, and back
+// to the interpreter when an element's configuration changes.
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdio>
+
+#include "engine/runtime/runtime.hh"
+
+namespace sluice {
+
+namespace {
+
+// The compiling thread goes where the plan puts housekeeping, off the
+// data-plane cores.
+void compile_here(int cpu) {
+  pthread_setname_np(pthread_self(), "sl-jit");
+  if (cpu < 0) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
+std::string ms_text(double ms) {
+  char b[32];
+  snprintf(b, sizeof b, "%.1f ms", ms);
+  return b;
+}
+
+}  // namespace
+
+bool Runtime::compile_programs(std::string *error, std::vector<std::string> *ir) {
+  if (!compiler_) return true;
+  std::string failed;
+  std::thread t([&] {
+    compile_here(compiler_cpu_);
+    for (auto &s : segments_) {
+      ProgramCompiler::Result r = compiler_->compile(*s, ir != nullptr);
+      std::lock_guard lock(jit_mutex_);
+      if (!r.program) {
+        failed = s->label() + ": " + r.error;
+        return;
+      }
+      compiled_[s.get()] = {r.program.get(), r.compile_ms, ""};
+      programs_.push_back(std::move(r.program));
+      if (ir) ir->push_back("; " + s->label() + ", compiled in " + ms_text(r.compile_ms) + "\n" + r.ir);
+    }
+  });
+  t.join();
+  if (failed.empty()) return true;
+  *error = failed;
+  return false;
+}
+
+void Runtime::drop_compiled(const RuntimeElement *e) {
+  std::lock_guard lock(jit_mutex_);
+  for (auto &s : segments_)
+    for (const RuntimeElement *x : s->elements())
+      if (x == e && s->program() != &interpreter_) {
+        s->replace_program(&interpreter_);
+        ++config_epoch_[s.get()];
+        compiled_[s.get()].program = nullptr;
+      }
+}
+
+void Runtime::recompile() { compile_in_background(); }
+
+void Runtime::compile_in_background() {
+  if (!compiler_) return;
+  if (jit_thread_.joinable()) jit_thread_.join();
+  std::vector<SegmentRunner *> todo;
+  {
+    std::shared_lock structure(structure_mutex_);
+    for (auto &s : segments_)
+      if (s->program() == &interpreter_ && !s->done()) todo.push_back(s.get());
+  }
+  if (todo.empty()) return;
+  jit_thread_ = std::thread([this, todo] {
+    compile_here(compiler_cpu_);
+    for (SegmentRunner *s : todo) {
+      // A handler write during the compilation changed constants it read:
+      // compile again.
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        uint64_t epoch;
+        {
+          std::lock_guard lock(jit_mutex_);
+          epoch = config_epoch_[s];
+        }
+        ProgramCompiler::Result r = compiler_->compile(*s, false);
+        std::lock_guard lock(jit_mutex_);
+        if (!r.program) {
+          compiled_[s] = {nullptr, r.compile_ms, r.error};
+          fprintf(stderr, "sluice: %s: %s; it runs the interpreter\n", s->label().c_str(), r.error.c_str());
+          break;
+        }
+        SegmentProgram *p = r.program.get();
+        programs_.push_back(std::move(r.program));
+        if (config_epoch_[s] != epoch) continue;
+        compiled_[s] = {p, r.compile_ms, ""};
+        s->replace_program(p);
+        break;
+      }
+    }
+  });
+}
+
+std::string Runtime::program_summary(const SegmentRunner &seg) const {
+  std::lock_guard lock(jit_mutex_);
+  auto c = compiled_.find(&seg);
+  bool jit = seg.program() && seg.program() != &interpreter_;
+  if (jit && c != compiled_.end())
+    return "loop fused by the JIT (" + compiler_->describe() + "), compiled in " + ms_text(c->second.ms);
+  if (c != compiled_.end() && !c->second.error.empty()) return "interpreter (JIT: " + c->second.error + ")";
+  return "interpreter";
+}
+
+}  // namespace sluice

@@ -172,6 +172,27 @@ std::optional<uint64_t> constant_address(const llvm::Value *p, const llvm::DataL
   return ci->getZExtValue() + offset.getZExtValue();
 }
 
+// Whether the stamp the bitcode recorded for an element class (its
+// instance size, its source file's time) is the binary's: empty, or why not.
+std::string stamp_problem(const llvm::Module &m, const JitEntry &entry, const JitStamp &host, const std::string &what) {
+  const llvm::GlobalVariable *g = m.getGlobalVariable(entry.stamp_symbol);
+  auto *init = g && g->hasInitializer() ? llvm::dyn_cast<llvm::ConstantStruct>(g->getInitializer()) : nullptr;
+  if (!init) return "JIT: the bitcode of " + what + " has no stamp (" + entry.stamp_symbol + ")";
+  uint64_t size = llvm::cast<llvm::ConstantInt>(init->getOperand(0))->getZExtValue();
+  std::string when;
+  // char[32]: the time, then zeros (clang may split it into a packed struct of both)
+  llvm::Constant *text = init->getOperand(1);
+  if (auto *packed = llvm::dyn_cast<llvm::ConstantStruct>(text)) text = packed->getOperand(0);
+  if (auto *arr = llvm::dyn_cast<llvm::ConstantDataSequential>(text)) {
+    llvm::StringRef raw = arr->getRawDataValues();
+    when.assign(raw.data(), strnlen(raw.data(), raw.size()));
+  }
+  if (size == host.object_size && when == host.source_time) return "";
+  return "JIT: the bitcode of " + what + " is stale: it was built from the source of " + when + " with objects of " +
+         std::to_string(size) + " bytes, this binary from the source of " + host.source_time + " with " +
+         std::to_string(host.object_size) + " bytes; rebuild, or run with --no-jit";
+}
+
 class FusedProgram final : public SegmentProgram {
  public:
   FusedProgram(std::unique_ptr<llvm::orc::LLJIT> jit, bool (*step)()) : jit_(std::move(jit)), step_(step) {}
@@ -296,24 +317,10 @@ class SegmentBuilder {
   // compiled for the JIT's target.
   void prepare_linked() {
     for (auto &[e, entry] : entries_) {
-      llvm::GlobalVariable *g = m_->getGlobalVariable(entry->stamp_symbol);
-      auto *init = g && g->hasInitializer() ? llvm::dyn_cast<llvm::ConstantStruct>(g->getInitializer()) : nullptr;
       std::string file = source_of_.count(entry->push_symbol) ? source_of_[entry->push_symbol] : "?";
-      if (!init) throw JitError("JIT: the bitcode of " + file + " has no stamp for class " + e->class_name());
-      uint64_t size = llvm::cast<llvm::ConstantInt>(init->getOperand(0))->getZExtValue();
-      std::string when;
-      // char[32]: the time, then zeros (clang may split it into a packed struct of both)
-      llvm::Constant *text = init->getOperand(1);
-      if (auto *packed = llvm::dyn_cast<llvm::ConstantStruct>(text)) text = packed->getOperand(0);
-      if (auto *arr = llvm::dyn_cast<llvm::ConstantDataSequential>(text)) {
-        llvm::StringRef raw = arr->getRawDataValues();
-        when.assign(raw.data(), strnlen(raw.data(), raw.size()));
-      }
-      if (size != entry->stamp->object_size || when != entry->stamp->source_time)
-        throw JitError("JIT: the bitcode of element " + element_label(*e) + " (class " + e->class_name() + ", " +
-                       file + ") is stale: it was built from the source of " + when + " with objects of " +
-                       std::to_string(size) + " bytes, this binary from the source of " + entry->stamp->source_time +
-                       " with " + std::to_string(entry->stamp->object_size) + " bytes; rebuild, or run with --no-jit");
+      std::string stale = stamp_problem(*m_, *entry, *entry->stamp,
+                                        "element " + element_label(*e) + " (class " + e->class_name() + ", " + file + ")");
+      if (!stale.empty()) throw JitError(stale);
     }
     if (auto *g = m_->getGlobalVariable("llvm.global_ctors")) g->eraseFromParent();
     if (auto *g = m_->getGlobalVariable("llvm.global_dtors")) g->eraseFromParent();
@@ -323,7 +330,7 @@ class SegmentBuilder {
       f.removeFnAttr("tune-cpu");
       if (f.isDeclaration()) continue;
       if (support_functions_.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
-      else if (f.hasExternalLinkage()) f.setLinkage(llvm::GlobalValue::AvailableExternallyLinkage);
+      else if (f.hasExternalLinkage()) f.setLinkage(llvm::GlobalValue::InternalLinkage);
     }
     for (llvm::GlobalVariable &g : m_->globals()) {
       if (g.isDeclaration() || g.hasLocalLinkage() || g.getName().starts_with("llvm.")) continue;
@@ -631,6 +638,7 @@ class SegmentBuilder {
           }
         for (llvm::Instruction *i : dead) i->eraseFromParent();
       }
+      changed |= specialize_constant_this();
       if (!changed) break;
       llvm::FunctionPassManager again;
       again.addPass(llvm::EarlyCSEPass(true));
@@ -641,6 +649,46 @@ class SegmentBuilder {
       mpm.run(*m_, mam);
     }
   }
+
+  // A call of the element's or the flow cache's code on an object at a
+  // constant address (FlowCache::account_batch on the table's cache) gets a
+  // copy of the callee with that address as a constant, so that the loads
+  // of its configuration fold there too, whether O3 inlines it or not.
+  bool specialize_constant_this() {
+    const llvm::DataLayout &dl = m_->getDataLayout();
+    std::vector<llvm::CallBase *> calls;
+    for (llvm::Function &f : *m_)
+      for (llvm::BasicBlock &bb : f)
+        for (llvm::Instruction &in : bb)
+          if (auto *call = llvm::dyn_cast<llvm::CallBase>(&in))
+            if (llvm::Function *c = call->getCalledFunction();
+                c && !c->isDeclaration() && c->hasLocalLinkage() && !c->isVarArg() && call->arg_size() > 0 &&
+                c->arg_size() == call->arg_size() && call->getArgOperand(0)->getType()->isPointerTy() &&
+                !specialized_.count(c) && constant_address(call->getArgOperand(0), dl))
+              calls.push_back(call);
+    for (llvm::CallBase *call : calls) {
+      llvm::Function *callee = call->getCalledFunction();
+      uint64_t at = *constant_address(call->getArgOperand(0), dl);
+      llvm::Function *&copy = specializations_[{callee, at}];
+      if (!copy) {
+        llvm::ValueToValueMapTy map;
+        map[callee->getArg(0)] = address(reinterpret_cast<const void *>(uintptr_t(at)));
+        copy = llvm::CloneFunction(callee, map);
+        copy->setName(callee->getName() + ".at");
+        copy->setLinkage(llvm::GlobalValue::InternalLinkage);
+        specialized_.insert(copy);
+      }
+      std::vector<llvm::Value *> args(call->arg_begin() + 1, call->arg_end());
+      llvm::IRBuilder<> b(call);
+      llvm::CallInst *replacement = b.CreateCall(copy, args);
+      replacement->setCallingConv(copy->getCallingConv());
+      if (!call->getType()->isVoidTy()) call->replaceAllUsesWith(replacement);
+      call->eraseFromParent();
+    }
+    return !calls.empty();
+  }
+  std::map<std::pair<llvm::Function *, uint64_t>, llvm::Function *> specializations_;
+  std::set<llvm::Function *> specialized_;
 
   void optimize_final() {
     llvm::LoopAnalysisManager lam;
@@ -745,6 +793,19 @@ std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, s
     return nullptr;
   }
   return std::make_unique<SegmentJit>(cpu);
+}
+
+std::string check_bitcode_stamp_for_tests(const std::string &class_name, const JitStamp &host) {
+  init_llvm();
+  const JitEntry *entry = RuntimeRegistry::global().find_jit(class_name);
+  if (!entry) return "no JIT entry for class " + class_name;
+  int file = BitcodeIndex::get().file_defining(entry->push_symbol);
+  if (file < 0) return "JIT: no bitcode for class " + class_name;
+  const EmbeddedBitcode &f = embedded_bitcode()[size_t(file)];
+  llvm::LLVMContext cx;
+  auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(f.bytes(), f.source), cx);
+  if (!m) return llvm::toString(m.takeError());
+  return stamp_problem(**m, *entry, host, "class " + class_name + " (" + f.source + ")");
 }
 
 std::string check_thread_locals_for_tests(const std::string &ir_text, const std::string &entry,

@@ -39,6 +39,10 @@ std::string default_jit_cpu();
 // The thread-local storage check on element bitcode, on a module given as
 // LLVM IR text whose function `entry` stands for the element's push: the
 // error the JIT gives (naming `element`), or empty. For tests.
+// The stale-bitcode check of the embedded bitcode of an element class
+// against a given stamp (JitStamp): the JIT's error, or empty. For tests.
+std::string check_bitcode_stamp_for_tests(const std::string &class_name, const JitStamp &host);
+
 std::string check_thread_locals_for_tests(const std::string &ir_text, const std::string &entry,
                                           const std::string &element);
 

@@ -477,7 +477,8 @@ std::string Runtime::summary_json() const {
     std::lock_guard lock(jit_mutex_);
     auto c = compiled_.find(&seg);
     o << ", \"program\": \"" << (seg.program() ? seg.program()->kind() : "none") << "\", \"compile_ms\": "
-      << (c != compiled_.end() && c->second.program ? c->second.ms : -1) << "}";
+      << (c != compiled_.end() && c->second.program ? c->second.ms : -1)
+      << ", \"compilations\": " << (c != compiled_.end() ? c->second.compilations : 0) << "}";
   }
   o << "\n]}\n";
   return o.str();

@@ -118,7 +118,13 @@ class Runtime {
     SegmentProgram *program = nullptr;
     double ms = -1;
     std::string error;
+    unsigned compilations = 0;  // loops compiled for the segment so far
   };
+  CompiledLoop compiled_loop(const SegmentRunner &seg) const {
+    std::lock_guard lock(jit_mutex_);
+    auto it = compiled_.find(&seg);
+    return it == compiled_.end() ? CompiledLoop{} : it->second;
+  }
 
   // Hot reload (runtime_reload.cc): replaces the running graph by `next`
   // following plan_reload(): kept instances stay with their state, migrated

@@ -43,7 +43,7 @@ bool Runtime::compile_programs(std::string *error, std::vector<std::string> *ir)
         failed = s->label() + ": " + r.error;
         return;
       }
-      compiled_[s.get()] = {r.program.get(), r.compile_ms, ""};
+      compiled_[s.get()] = {r.program.get(), r.compile_ms, "", 1};
       programs_.push_back(std::move(r.program));
       if (ir) ir->push_back("; " + s->label() + ", compiled in " + ms_text(r.compile_ms) + "\n" + r.ir);
     }
@@ -90,15 +90,17 @@ void Runtime::compile_in_background() {
         }
         ProgramCompiler::Result r = compiler_->compile(*s, false);
         std::lock_guard lock(jit_mutex_);
+        unsigned n = compiled_[s].compilations + 1;
         if (!r.program) {
-          compiled_[s] = {nullptr, r.compile_ms, r.error};
+          compiled_[s] = {nullptr, r.compile_ms, r.error, n};
           fprintf(stderr, "sluice: %s: %s; it runs the interpreter\n", s->label().c_str(), r.error.c_str());
           break;
         }
         SegmentProgram *p = r.program.get();
         programs_.push_back(std::move(r.program));
+        compiled_[s].compilations = n;
         if (config_epoch_[s] != epoch) continue;
-        compiled_[s] = {p, r.compile_ms, ""};
+        compiled_[s] = {p, r.compile_ms, "", n};
         s->replace_program(p);
         break;
       }

@@ -1,0 +1,243 @@
+// The JIT (engine/jit/segment_jit.hh): what the fused loops contain
+// (`sluice plan --emit-ir`), the checks on element bitcode (stale, thread-
+// local storage), the options, and fused loops compiled again after a
+// handler write and after a hot reload. test_jit_equivalence.cc checks that
+// fused loops and the interpreter give the same records and counters.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "dsl/frontend.hh"
+#include "engine/control/probe_control.hh"
+#include "engine/jit/segment_jit.hh"
+#include "engine/lanes.hh"
+#include "engine/runtime/runtime.hh"
+#include "run_fixture.hh"
+
+using namespace sluice;
+
+namespace {
+
+// The IR of each segment, as --emit-ir prints it: "; <label>, compiled in
+// N ms" then the module.
+std::vector<std::string> split_modules(const std::string &out) {
+  std::vector<std::string> mods;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("; ", 0) == 0 && line.find(", compiled in ") != std::string::npos) mods.emplace_back();
+    if (!mods.empty()) mods.back() += line + "\n";
+  }
+  return mods;
+}
+
+// Calls in the IR to what stands for an element's processing: the JIT's
+// entries, its per-instance copies, and any element class's push method.
+std::vector<std::string> element_calls(const std::string &ir) {
+  static const std::regex call(R"((call|invoke) [^\n]*@("?)(sluice_jit_push_\w+|push\.[\w.]+|deliver\.[\w.]+|emit\.[\w.]+|_ZN6sluice8elements\w+4push\w*))");
+  std::vector<std::string> found;
+  for (auto it = std::sregex_iterator(ir.begin(), ir.end(), call); it != std::sregex_iterator(); ++it)
+    found.push_back((*it)[3]);
+  return found;
+}
+
+std::shared_ptr<CompiledGraph> compile_text(const std::string &text) {
+  auto c = std::make_shared<CompiledGraph>();
+  Diagnostics diags(c->sources);
+  bool ok = load_pipe_text("jit.pipe", text, FrontendOptions{}, c->sources, diags, c->graph) &&
+            build_lanes(c->graph, diags, c->lanes);
+  std::ostringstream os;
+  diags.print(os);
+  INFO(os.str());
+  REQUIRE(ok);
+  return c;
+}
+
+// A graph running in this process with fused loops.
+struct FusedProbe {
+  std::shared_ptr<CompiledGraph> graph;
+  std::unique_ptr<Runtime> rt;
+  std::thread runner;
+
+  explicit FusedProbe(const std::string &text) : graph(compile_text(text)) {
+    RunOptions opts;
+    opts.eal_args = {"--no-huge"};
+    opts.status_line = false;
+    rt = std::make_unique<Runtime>(graph->lanes, opts);
+    std::string err;
+    REQUIRE(rt->setup(&err));
+    std::shared_ptr<ProgramCompiler> jit = make_segment_jit({}, &err);
+    INFO(err);
+    REQUIRE(jit);
+    rt->set_compiler(jit, -1);
+    REQUIRE(rt->compile_programs(&err));
+    runner = std::thread([this] { rt->run(); });
+  }
+  ~FusedProbe() {
+    if (runner.joinable()) rt->request_abort(), runner.join();
+  }
+  // Waits until every segment runs a fused loop compiled `n` times (or more).
+  bool wait_fused(unsigned n) {
+    for (int i = 0; i < 1000; ++i) {
+      bool all = true;
+      {
+        auto lock = rt->structure_lock();
+        for (const auto &s : rt->segments())
+          all = all && s->program() && std::string(s->program()->kind()) == "jit" &&
+                rt->compiled_loop(*s).compilations >= n;
+      }
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  uint64_t count_of(const std::string &name) {
+    auto lock = rt->structure_lock();
+    RuntimeElement *e = rt->find(name);
+    REQUIRE(e);
+    return e->counters.in.get();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("jit: the default probe's fused loops call no element's push, one loop per segment", "[jit]") {
+  test::Run r = test::run_sluice("plan configs/flowprobe.pipe --emit-ir");
+  INFO(r.out.substr(0, 4000));
+  REQUIRE(r.status == 0);
+  std::vector<std::string> mods = split_modules(r.out);
+  REQUIRE(mods.size() == 6);  // 2 lanes x (acquisition, processing) + 2 shared exporters
+  for (size_t i = 0; i < mods.size(); ++i) {
+    INFO(mods[i].substr(0, mods[i].find('\n')));
+    CHECK(std::regex_search(mods[i], std::regex("define [^\n]*@segment_" + std::to_string(i) + "_step\\(\\)")));
+    CHECK(element_calls(mods[i]).empty());
+  }
+  // The processing segments did meter: the flow cache's batch code is there,
+  // specialized for the lane's table (its address a constant).
+  CHECK(std::regex_search(mods[1], std::regex(R"(define internal [^\n]*FlowCache13account_batch\w*\.at\()")));
+  // "ip or ip6": the EtherTypes, byte-swapped, are immediates of the loop;
+  // libpcap's filter is not called.
+  CHECK(std::regex_search(mods[1], std::regex(R"(i16 -8826)")));  // 0x86dd
+  CHECK(mods[1].find("PcapFilter7matches") == std::string::npos);
+  CHECK(mods[1].find("bpf_filter") == std::string::npos);
+}
+
+TEST_CASE("jit: a Filter's port and a Sample's rate are immediates of the fused loop", "[jit]") {
+  std::string dir = test::scratch("jit", "constants");
+  test::write_file(dir + "/p.pipe",
+                   "TrafficGen(flows 100, duration 1s) -> Filter(\"tcp port 8443\") -> Sample(0.25) -> Counter -> "
+                   "Discard;\n");
+  test::Run r = test::run_sluice("plan " + dir + "/p.pipe --emit-ir");
+  INFO(r.out.substr(0, 4000));
+  REQUIRE(r.status == 0);
+  std::vector<std::string> mods = split_modules(r.out);
+  REQUIRE(mods.size() == 1);
+  // 8443 = 0x20fb, compared with the packet's bytes as loaded: 0xfb20
+  CHECK(std::regex_search(mods[0], std::regex(R"(icmp eq i16 %\w+, -1248)")));
+  // rate 0.25 of 2^64: the sampling threshold
+  CHECK(mods[0].find("4611686018427387904") != std::string::npos);
+  CHECK(element_calls(mods[0]).empty());
+  CHECK(mods[0].find("PcapFilter7matches") == std::string::npos);
+}
+
+TEST_CASE("jit: bitcode that does not match the binary is refused as stale, naming the element", "[jit]") {
+  const JitEntry *filter = RuntimeRegistry::global().find_jit("Filter");
+  REQUIRE(filter);
+  CHECK(check_bitcode_stamp_for_tests("Filter", *filter->stamp) == "");
+  JitStamp bigger = *filter->stamp;
+  bigger.object_size += 8;
+  std::string e = check_bitcode_stamp_for_tests("Filter", bigger);
+  CHECK_THAT(e, Catch::Contains("stale") && Catch::Contains("elements/packet/filter.cc") &&
+                    Catch::Contains("class Filter") && Catch::Contains("--no-jit"));
+  JitStamp older = *filter->stamp;
+  std::snprintf(older.source_time, sizeof older.source_time, "Thu Jan  1 00:00:00 1970");
+  CHECK_THAT(check_bitcode_stamp_for_tests("Filter", older), Catch::Contains("stale") && Catch::Contains("1970"));
+  // Every class that can run has bitcode of its own, and it is this binary's.
+  for (const char *cls : {"RSSSource", "TrafficGen", "Timestamp", "Ring", "Filter", "Counter", "Sample", "Tee",
+                          "Discard", "PcapSink", "FlowTable", "GCSlicer", "IPFIXExporter", "NetFlowV9Exporter",
+                          "FlowLog"}) {
+    INFO(cls);
+    const JitEntry *entry = RuntimeRegistry::global().find_jit(cls);
+    REQUIRE(entry);
+    CHECK(check_bitcode_stamp_for_tests(cls, *entry->stamp) == "");
+  }
+}
+
+TEST_CASE("jit: bitcode that uses thread-local storage is refused, naming the element", "[jit]") {
+  const char *tls = R"(
+@per_lcore__lcore_id = external thread_local global i32
+declare ptr @llvm.threadlocal.address.p0(ptr)
+define internal i32 @mempool_cache_index() {
+  %p = call ptr @llvm.threadlocal.address.p0(ptr @per_lcore__lcore_id)
+  %v = load i32, ptr %p
+  ret i32 %v
+}
+define void @sluice_jit_push_X(ptr %e, i32 %port, ptr %b) {
+  %i = call i32 @mempool_cache_index()
+  ret void
+}
+)";
+  std::string e = check_thread_locals_for_tests(tls, "sluice_jit_push_X", "'x' (class Leaky)");
+  CHECK_THAT(e, Catch::Contains("'x' (class Leaky)") && Catch::Contains("thread-local storage") &&
+                    Catch::Contains("per_lcore__lcore_id") && Catch::Contains("mempool_cache_index") &&
+                    Catch::Contains("--no-jit"));
+  const char *clean = R"(
+@counter = external global i64
+define void @sluice_jit_push_Y(ptr %e, i32 %port, ptr %b) {
+  %v = load i64, ptr @counter
+  ret void
+}
+)";
+  CHECK(check_thread_locals_for_tests(clean, "sluice_jit_push_Y", "'y'") == "");
+}
+
+TEST_CASE("jit: --jit-cpu sets the target, --no-jit the interpreter, bad choices are errors", "[jit]") {
+  test::Run v2 = test::run_sluice("run -q examples/filter_count.pipe --jit-cpu x86-64-v2");
+  INFO(v2.out);
+  REQUIRE(v2.status == 0);
+  CHECK_THAT(v2.out, Catch::Contains("loop fused by the JIT (LLVM ORC, x86-64-v2), compiled in "));
+  test::Run off = test::run_sluice("run -q examples/filter_count.pipe --no-jit");
+  REQUIRE(off.status == 0);
+  CHECK(off.out.find("loop fused") == std::string::npos);
+  CHECK_THAT(off.out, Catch::Contains("; interpreter"));
+  test::Run bad = test::run_sluice("run -q examples/filter_count.pipe --jit-cpu pentium-z");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("unknown CPU 'pentium-z'"));
+  test::Run both = test::run_sluice("run -q examples/filter_count.pipe --jit --no-jit");
+  CHECK(both.status != 0);
+  CHECK_THAT(both.out, Catch::Contains("exclude each other"));
+}
+
+TEST_CASE("jit: a handler write runs the interpreter until the loop is compiled again with the new value", "[jit]") {
+  FusedProbe probe(
+      "gen :: TrafficGen(flows 1K, duration 30s, rate 200Kpps);\n"
+      "gen -> f :: Filter(\"ip\") -> c :: Counter -> Discard;\n");
+  REQUIRE(probe.wait_fused(1));
+  while (probe.count_of("c#0") < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ProbeControl control(*probe.rt, "jit.pipe");
+  control.write("f.expr", "vlan 4000");  // generated traffic is untagged: nothing passes any more
+  // Until it is compiled again the segment interprets, with the new value.
+  REQUIRE(probe.wait_fused(2));
+  uint64_t before = probe.count_of("c#0"), received = probe.rt->totals().received;
+  while (probe.rt->totals().received < received + 20000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(probe.count_of("c#0") == before);  // the recompiled loop filters with the new expression
+  CHECK(probe.count_of("f#0") > 20000);
+}
+
+TEST_CASE("jit: after a hot reload the new segments run fused loops again", "[jit]") {
+  auto text = [](const std::string &expr) {
+    return "gen :: TrafficGen(flows 1K, duration 30s, rate 100Kpps, queues 2);\n"
+           "gen -> Timestamp(clock pcap) -> Ring(capacity 4K) -> f :: Filter(\"" + expr + "\") -> c :: Counter -> "
+           "Discard;\n";
+  };
+  FusedProbe probe(text("ip"));
+  REQUIRE(probe.wait_fused(1));
+  auto next = compile_text(text("not ip"));
+  ReloadOutcome o = probe.rt->reload(next, false);
+  INFO(o.error);
+  REQUIRE(o.applied);
+  REQUIRE(probe.wait_fused(1));
+  auto lock = probe.rt->structure_lock();
+  for (const auto &s : probe.rt->segments()) CHECK(probe.rt->compiled_loop(*s).ms > 0);
+}

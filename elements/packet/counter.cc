@@ -58,12 +58,19 @@ class CounterRuntime final : public RuntimeElement {
   }
 
  public:
-  void push(int, PacketBatch &batch) override {
-    counters.in_bytes.add(batch.wire_bytes());
+  // A packet stage (SLUICE_PACKET_STAGE): every packet passes; the bytes
+  // and the rate's snapshot are kept per batch.
+  int classify(rte_mbuf *) { return 0; }
+  void batch_done(uint64_t, uint64_t wire_bytes) {
+    counters.in_bytes.add(wire_bytes);
     if (uint64_t now = rte_rdtsc(); now - window_.tsc >= rte_get_tsc_hz()) {
       prev_ = window_;
       window_ = {now, counters.in.get(), counters.in_bytes.get()};
     }
+  }
+
+  void push(int, PacketBatch &batch) override {
+    batch_done(batch.count, batch.wire_bytes());
     emit(0, batch);
   }
   void report(std::vector<std::string> &lines) const override {
@@ -77,5 +84,6 @@ class CounterRuntime final : public RuntimeElement {
   Snapshot window_, prev_;
 };
 SLUICE_RUNTIME("Counter", CounterRuntime);
+SLUICE_PACKET_STAGE("Counter", CounterRuntime);
 
 }  // namespace sluice::elements

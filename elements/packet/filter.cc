@@ -96,15 +96,19 @@ class FilterRuntime final : public RuntimeElement {
   }
 
  public:
+  // A packet stage (SLUICE_PACKET_STAGE): match, or reject.
+  int classify(rte_mbuf *m) {
+    return filter_->matches(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, anno(m).wire_len) ? 0 : 1;
+  }
+  void batch_done(uint64_t, uint64_t) {}
+
   void push(int, PacketBatch &batch) override {
     PacketBatch reject;
     uint16_t kept = 0;
     for (int i = 0; i < batch.count; ++i) {
       rte_mbuf *m = batch.pkts[i];
-      if (filter_->matches(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, anno(m).wire_len))
-        batch.pkts[kept++] = m;
-      else
-        reject.push(m);
+      if (classify(m) == 0) batch.pkts[kept++] = m;
+      else reject.push(m);
     }
     batch.count = kept;
     emit(0, batch);
@@ -131,5 +135,6 @@ class FilterRuntime final : public RuntimeElement {
   std::optional<PcapFilter> filter_;
 };
 SLUICE_RUNTIME("Filter", FilterRuntime);
+SLUICE_PACKET_STAGE("Filter", FilterRuntime);
 
 }  // namespace sluice::elements

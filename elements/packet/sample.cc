@@ -44,11 +44,15 @@ class SampleRuntime final : public RuntimeElement {
     out.push_back({&threshold_, sizeof threshold_});
   }
 
+  // A packet stage (SLUICE_PACKET_STAGE): sampled, or not.
+  int classify(rte_mbuf *) { return next() < threshold_ ? 0 : 1; }
+  void batch_done(uint64_t, uint64_t) {}
+
   void push(int, PacketBatch &batch) override {
     PacketBatch rest;
     uint16_t kept = 0;
     for (int i = 0; i < batch.count; ++i) {
-      if (next() < threshold_) batch.pkts[kept++] = batch.pkts[i];
+      if (classify(batch.pkts[i]) == 0) batch.pkts[kept++] = batch.pkts[i];
       else rest.push(batch.pkts[i]);
     }
     batch.count = kept;
@@ -66,5 +70,6 @@ class SampleRuntime final : public RuntimeElement {
   uint64_t threshold_, state_;
 };
 SLUICE_RUNTIME("Sample", SampleRuntime);
+SLUICE_PACKET_STAGE("Sample", SampleRuntime);
 
 }  // namespace sluice::elements

@@ -141,6 +141,10 @@ std::pair<const llvm::GlobalVariable *, const llvm::Function *> find_thread_loca
     const llvm::Function *f = todo.back();
     todo.pop_back();
     if (!seen.insert(f).second || f->isDeclaration()) continue;
+    // the loop's own functions lead to other elements' code, checked on its own
+    if (f != &root && (f->getName().starts_with("emit.") || f->getName().starts_with("deliver.") ||
+                       f->getName().starts_with("push.") || f->getName().starts_with("pass.")))
+      continue;
     for (const llvm::BasicBlock &bb : *f)
       for (const llvm::Instruction &in : bb)
         for (const llvm::Value *op : in.operands()) {
@@ -274,6 +278,14 @@ class SegmentBuilder {
       entries_[e] = entry;
       entry_files_[entry->push_symbol] = file;
       m_->getOrInsertFunction(entry->push_symbol, push_type);
+      if (entry->classify_symbol) {
+        m_->getOrInsertFunction(entry->classify_symbol, llvm::FunctionType::get(llvm::Type::getInt32Ty(*cx_),
+                                                                                {ptr(), ptr()}, false));
+        m_->getOrInsertFunction(entry->batch_done_symbol,
+                                llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_),
+                                                        {ptr(), llvm::Type::getInt64Ty(*cx_), llvm::Type::getInt64Ty(*cx_)},
+                                                        false));
+      }
     }
     for (const char *support : {"sluice_jit_poll", "sluice_jit_channel_receive", "sluice_jit_channel_flows",
                                 "sluice_jit_tick", "sluice_jit_emit", "sluice_jit_count", "sluice_jit_filter_match"})
@@ -465,7 +477,167 @@ class SegmentBuilder {
     deliver_[key] = f;
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(*cx_, "entry", f));
     count(b, e->counters.in, batch_count(b, f->getArg(0)));
-    b.CreateCall(push_fn(e, port), {f->getArg(0)});
+    b.CreateCall(entries_.at(e)->classify_symbol ? one_pass_fn(e) : push_fn(e, port), {f->getArg(0)});
+    b.CreateRetVoid();
+    return f;
+  }
+
+  // --- one pass over the batch for a chain of packet stages -----------------
+  // Stages (SLUICE_PACKET_STAGE) that feed one another directly run in one
+  // loop over the batch: each packet goes through the chain's classify()
+  // calls until it leaves it, into the batch of its exit (an output to
+  // anything else). Afterwards, in the order the interpreter would: the
+  // counts of the edges inside the chain, each stage's batch_done(), and the
+  // exits' batches, depth first in port order, as the stages' pushes would
+  // emit them. A stage reached twice (both outputs of a Filter into one
+  // Counter) is an exit instead, so that it sees its packets in the same
+  // order as in the interpreter.
+  struct StageNode {
+    RuntimeElement *e;
+    std::vector<std::unique_ptr<StageNode>> next;  // per output; null: an exit
+    llvm::Value *packets = nullptr, *bytes = nullptr;
+    std::vector<llvm::Value *> exit_batch, exit_count;  // per output that is an exit
+  };
+
+  bool is_stage(const RuntimeElement *e) const { return entries_.at(const_cast<RuntimeElement *>(e))->classify_symbol; }
+
+  RuntimeElement *chain_successor(RuntimeElement *e, int port) {
+    if (port >= int(e->output_count())) return nullptr;
+    const std::vector<OutputTarget> &t = e->targets(port);
+    if (t.size() != 1 || !t[0].element || t[0].channel || !in_segment(t[0].element) || !is_stage(t[0].element))
+      return nullptr;
+    return t[0].element;
+  }
+
+  std::unique_ptr<StageNode> chain_from(RuntimeElement *e, const std::map<RuntimeElement *, int> &reached) {
+    auto node = std::make_unique<StageNode>();
+    node->e = e;
+    for (int q = 0; q < int(e->output_count()); ++q) {
+      RuntimeElement *t = chain_successor(e, q);
+      node->next.push_back(t && reached.at(t) == 1 ? chain_from(t, reached) : nullptr);
+    }
+    return node;
+  }
+
+  llvm::Function *one_pass_fn(RuntimeElement *root) {
+    if (auto it = one_pass_.find(root); it != one_pass_.end()) return it->second;
+    llvm::Function *f = new_function(fn_name("pass", root, 0), batch_fn_type());
+    one_pass_[root] = f;
+    std::map<RuntimeElement *, int> reached;
+    std::function<void(RuntimeElement *)> reach = [&](RuntimeElement *e) {
+      if (++reached[e] > 1) return;
+      for (int q = 0; q < int(e->output_count()); ++q)
+        if (RuntimeElement *t = chain_successor(e, q)) reach(t);
+    };
+    reach(root);
+    std::unique_ptr<StageNode> chain = chain_from(root, reached);
+
+    llvm::Value *batch = f->getArg(0);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(*cx_, "entry", f));
+    llvm::Type *i64 = b.getInt64Ty(), *i32 = b.getInt32Ty();
+    llvm::Type *batch_type = llvm::ArrayType::get(b.getInt8Ty(), sizeof(PacketBatch));
+    std::vector<StageNode *> preorder;
+    std::function<void(StageNode &)> declare = [&](StageNode &n) {
+      preorder.push_back(&n);
+      n.packets = b.CreateAlloca(i64, nullptr, "packets");
+      n.bytes = b.CreateAlloca(i64, nullptr, "bytes");
+      b.CreateStore(b.getInt64(0), n.packets);
+      b.CreateStore(b.getInt64(0), n.bytes);
+      n.exit_batch.assign(n.next.size(), nullptr);
+      n.exit_count.assign(n.next.size(), nullptr);
+      for (size_t q = 0; q < n.next.size(); ++q) {
+        if (n.next[q]) {
+          declare(*n.next[q]);
+          continue;
+        }
+        auto *eb = b.CreateAlloca(batch_type, nullptr, "exit");
+        eb->setAlignment(llvm::Align(alignof(PacketBatch)));
+        n.exit_batch[q] = eb;
+        n.exit_count[q] = b.CreateAlloca(i32, nullptr, "exit_count");
+        b.CreateStore(b.getInt32(0), n.exit_count[q]);
+      }
+    };
+    declare(*chain);
+    llvm::Value *n = batch_count(b, batch);
+    auto *loop = llvm::BasicBlock::Create(*cx_, "packet", f), *after = llvm::BasicBlock::Create(*cx_, "after", f);
+    llvm::BasicBlock *entry = b.GetInsertBlock();
+    b.CreateCondBr(b.CreateICmpEQ(n, b.getInt64(0)), after, loop);
+    b.SetInsertPoint(loop);
+    llvm::PHINode *i = b.CreatePHI(i64, 2, "i");
+    i->addIncoming(b.getInt64(0), entry);
+    llvm::Value *slot = b.CreateGEP(b.getInt8Ty(), batch, b.CreateAdd(b.getInt64(offsetof(PacketBatch, pkts)), b.CreateMul(i, b.getInt64(sizeof(rte_mbuf *)))));
+    llvm::Value *m = b.CreateLoad(ptr(), slot, "m");
+    llvm::Value *wire = b.CreateZExt(
+        b.CreateLoad(i32, b.CreateGEP(b.getInt8Ty(), m, b.getInt64(sizeof(rte_mbuf) + offsetof(PacketAnno, wire_len)))), i64);
+    std::function<void(StageNode &)> visit = [&](StageNode &node) {
+      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, node.packets), b.getInt64(1)), node.packets);
+      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, node.bytes), wire), node.bytes);
+      llvm::Function *classify = m_->getFunction(entries_.at(node.e)->classify_symbol);
+      classify->addFnAttr(llvm::Attribute::AlwaysInline);
+      llvm::Value *port = b.CreateCall(classify, {address(node.e), m});
+      auto *done = llvm::BasicBlock::Create(*cx_, "next", f);
+      std::vector<llvm::BasicBlock *> to(node.next.size());
+      for (size_t q = 0; q < to.size(); ++q) to[q] = llvm::BasicBlock::Create(*cx_, "out" + std::to_string(q), f);
+      if (to.empty()) {
+        b.CreateBr(done);
+      } else {
+        llvm::SwitchInst *sw = b.CreateSwitch(port, to[0], unsigned(to.size()));
+        for (size_t q = 1; q < to.size(); ++q) sw->addCase(b.getInt32(uint32_t(q)), to[q]);
+      }
+      for (size_t q = 0; q < to.size(); ++q) {
+        b.SetInsertPoint(to[q]);
+        if (node.next[q]) {
+          visit(*node.next[q]);
+        } else {
+          llvm::Value *k = b.CreateLoad(i32, node.exit_count[q]);
+          llvm::Value *at = b.CreateGEP(b.getInt8Ty(), node.exit_batch[q],
+                                        b.CreateAdd(b.getInt64(offsetof(PacketBatch, pkts)),
+                                                    b.CreateMul(b.CreateZExt(k, i64), b.getInt64(sizeof(rte_mbuf *)))));
+          b.CreateStore(m, at);
+          b.CreateStore(b.CreateAdd(k, b.getInt32(1)), node.exit_count[q]);
+        }
+        b.CreateBr(done);
+      }
+      b.SetInsertPoint(done);
+    };
+    visit(*chain);
+    llvm::Value *i_next = b.CreateAdd(i, b.getInt64(1));
+    i->addIncoming(i_next, b.GetInsertBlock());
+    b.CreateCondBr(b.CreateICmpULT(i_next, n), loop, after);
+
+    b.SetInsertPoint(after);
+    // The edges inside the chain, as emit() and receive() count them.
+    std::function<void(StageNode &)> count_edges = [&](StageNode &node) {
+      for (size_t q = 0; q < node.next.size(); ++q)
+        if (node.next[q]) {
+          llvm::Value *k = b.CreateLoad(i64, node.next[q]->packets);
+          count(b, node.e->counters.out, k);
+          count(b, node.next[q]->e->counters.in, k);
+          count_edges(*node.next[q]);
+        }
+    };
+    count_edges(*chain);
+    for (StageNode *node : preorder) {
+      llvm::Value *k = b.CreateLoad(i64, node->packets);
+      auto *call = llvm::BasicBlock::Create(*cx_, "batch_done", f), *next = llvm::BasicBlock::Create(*cx_, "done", f);
+      b.CreateCondBr(b.CreateICmpEQ(k, b.getInt64(0)), next, call);
+      b.SetInsertPoint(call);
+      b.CreateCall(m_->getFunction(entries_.at(node->e)->batch_done_symbol),
+                   {address(node->e), k, b.CreateLoad(i64, node->bytes)});
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
+    }
+    std::function<void(StageNode &)> emit_exits = [&](StageNode &node) {
+      for (size_t q = 0; q < node.next.size(); ++q) {
+        if (node.next[q]) {
+          emit_exits(*node.next[q]);
+          continue;
+        }
+        b.CreateStore(b.CreateTrunc(b.CreateLoad(i32, node.exit_count[q]), b.getInt16Ty()), node.exit_batch[q]);
+        b.CreateCall(emit_fn(node.e, int(q)), {node.exit_batch[q]});
+      }
+    };
+    emit_exits(*chain);
     b.CreateRetVoid();
     return f;
   }
@@ -539,10 +711,18 @@ class SegmentBuilder {
     b.CreateRet(b.CreateLoad(i1, work));
   }
 
+  // What runs of each element in the loop: its push copies, or its
+  // classify() and batch_done() in a one-pass chain.
   void check_thread_locals() {
-    for (auto &[key, f] : push_) {
-      std::string e = thread_local_error(*f, element_label(*key.first) + " (class " + key.first->class_name() + ")");
-      if (!e.empty()) throw JitError(e);
+    std::vector<std::pair<RuntimeElement *, llvm::Function *>> code;
+    for (auto &[key, f] : push_) code.push_back({key.first, f});
+    for (auto &[e, entry] : entries_)
+      if (entry->classify_symbol)
+        for (const char *s : {entry->classify_symbol, entry->batch_done_symbol})
+          if (llvm::Function *f = m_->getFunction(s)) code.push_back({e, f});
+    for (auto &[e, f] : code) {
+      std::string err = thread_local_error(*f, element_label(*e) + " (class " + e->class_name() + ")");
+      if (!err.empty()) throw JitError(err);
     }
   }
 
@@ -741,6 +921,7 @@ class SegmentBuilder {
   std::set<std::string> support_functions_;
   llvm::Function *emit_fn_ = nullptr, *match_fn_ = nullptr, *step_ = nullptr;
   std::map<std::pair<RuntimeElement *, int>, llvm::Function *> push_, deliver_, emit_;
+  std::map<RuntimeElement *, llvm::Function *> one_pass_;
   std::string verify_;
   llvm::raw_string_ostream verify_os_{verify_};
 };

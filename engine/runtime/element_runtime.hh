@@ -243,6 +243,7 @@ class RuntimeRegistry {
     return it == factories_.end() ? nullptr : &it->second;
   }
   void add_jit(const std::string &cls, struct JitEntry e);
+  void add_packet_stage(const std::string &cls, const char *classify_symbol, const char *batch_done_symbol);
   const struct JitEntry *find_jit(const std::string &cls) const;
 
  private:
@@ -263,6 +264,16 @@ struct JitEntry {
   const char *push_symbol;  // extern "C" void (RuntimeElement *, int port, PacketBatch *)
   const char *stamp_symbol;
   const JitStamp *stamp;    // this binary's
+  // A packet stage (SLUICE_PACKET_STAGE): extern "C" int (RuntimeElement *,
+  // rte_mbuf *) and void (RuntimeElement *, uint64_t packets, uint64_t bytes).
+  const char *classify_symbol = nullptr;
+  const char *batch_done_symbol = nullptr;
+};
+
+struct RegisterPacketStage {
+  RegisterPacketStage(const char *cls, const char *classify_symbol, const char *batch_done_symbol) {
+    RuntimeRegistry::global().add_packet_stage(cls, classify_symbol, batch_done_symbol);
+  }
 };
 
 struct RegisterRuntime {
@@ -273,6 +284,7 @@ struct RegisterRuntime {
 };
 
 }  // namespace sluice
+
 
 // In an element's .cc: SLUICE_RUNTIME("Filter", FilterRuntime) where the class
 // has a constructor (const Node &, RunContext &). Besides the factory it
@@ -289,3 +301,20 @@ struct RegisterRuntime {
         return std::make_unique<Type>(n, c);                                                               \
       },                                                                                                   \
       {"sluice_jit_push_" #Type, "sluice_jit_stamp_" #Type, &sluice_jit_stamp_##Type}}
+
+// After SLUICE_RUNTIME, for an element that is a packet stage: its push
+// decides each packet's output on its own, in arrival order, with
+//   int classify(rte_mbuf *m)   the output port for m, called once per packet
+//   void batch_done(uint64_t packets, uint64_t wire_bytes)   once per batch after
+// and push() is exactly: classify every packet, batch_done, then emit the
+// packets of each output in port order. A fused loop then runs a chain of
+// adjacent stages (Filter -> Sample -> Counter) in one pass over the batch.
+#define SLUICE_PACKET_STAGE(cls, Type)                                                                  \
+  extern "C" int sluice_jit_classify_##Type(::sluice::RuntimeElement *e, rte_mbuf *m) {                 \
+    return static_cast<Type *>(e)->Type::classify(m);                                                   \
+  }                                                                                                     \
+  extern "C" void sluice_jit_batch_done_##Type(::sluice::RuntimeElement *e, uint64_t n, uint64_t bytes) { \
+    static_cast<Type *>(e)->Type::batch_done(n, bytes);                                                 \
+  }                                                                                                     \
+  static ::sluice::RegisterPacketStage SLUICE_ELEMENT_CAT(sluice_stage_, __LINE__){                     \
+      cls, "sluice_jit_classify_" #Type, "sluice_jit_batch_done_" #Type}

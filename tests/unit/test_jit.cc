@@ -139,6 +139,10 @@ TEST_CASE("jit: a Filter's port and a Sample's rate are immediates of the fused 
   CHECK(mods[0].find("4611686018427387904") != std::string::npos);
   CHECK(element_calls(mods[0]).empty());
   CHECK(mods[0].find("PcapFilter7matches") == std::string::npos);
+  // Filter, Sample and Counter are packet stages: one loop over the batch
+  // takes each packet through all three (the generated loop's block).
+  std::regex pass_loop(R"(\npacket[\w.]*:)");
+  CHECK(std::distance(std::sregex_iterator(mods[0].begin(), mods[0].end(), pass_loop), std::sregex_iterator()) == 1);
 }
 
 TEST_CASE("jit: bitcode that does not match the binary is refused as stale, naming the element", "[jit]") {

@@ -112,7 +112,6 @@ class BitcodeIndex {
   std::map<std::string, int> files_;
 };
 
-bool is_support_file(const EmbeddedBitcode &f) { return std::strstr(f.source, "engine/jit/bitcode/") != nullptr; }
 
 std::string sanitize(const std::string &s) {
   std::string o;
@@ -276,7 +275,6 @@ class SegmentBuilder {
         throw JitError("JIT: no bitcode for element " + element_label(*e) + " (class " + e->class_name() +
                        "): this binary embeds none for it (a plugin, or a build that skipped it); run with --no-jit");
       entries_[e] = entry;
-      entry_files_[entry->push_symbol] = file;
       m_->getOrInsertFunction(entry->push_symbol, push_type);
       if (entry->classify_symbol) {
         m_->getOrInsertFunction(entry->classify_symbol, llvm::FunctionType::get(llvm::Type::getInt32Ty(*cx_),
@@ -311,8 +309,6 @@ class SegmentBuilder {
         auto src = take(llvm::parseBitcodeFile(buf, *cx_), std::string("JIT: bitcode of ") + files[f].source);
         src->setDataLayout(m_->getDataLayout());
         src->setTargetTriple(m_->getTargetTriple());
-        if (is_support_file(files[f]))
-          for (llvm::Function &fn : *src) support_functions_.insert(fn.getName().str());
         for (llvm::Function &fn : *src)
           if (!fn.isDeclaration()) source_of_[fn.getName().str()] = files[f].source;
         if (linker.linkInModule(std::move(src), llvm::Linker::Flags::LinkOnlyNeeded))
@@ -322,11 +318,11 @@ class SegmentBuilder {
     throw JitError("JIT: linking the bitcode did not settle");
   }
 
-  // The stamps; then linkage: code the host also has stays inlinable but is
-  // never emitted again (available_externally: a call that is not inlined
-  // goes to the host's copy); variables are the host's (declarations);
-  // support functions exist only here (internal). Every function is
-  // compiled for the JIT's target.
+  // The stamps; then linkage: the linked functions become the loop's
+  // private copies (internal: O3 inlines or specializes them freely, and
+  // what it leaves is emitted here, for the JIT's target); variables are
+  // the host's (declarations), so that state is never duplicated; constants
+  // keep their values for folding.
   void prepare_linked() {
     for (auto &[e, entry] : entries_) {
       std::string file = source_of_.count(entry->push_symbol) ? source_of_[entry->push_symbol] : "?";
@@ -341,8 +337,7 @@ class SegmentBuilder {
       f.removeFnAttr("target-features");
       f.removeFnAttr("tune-cpu");
       if (f.isDeclaration()) continue;
-      if (support_functions_.count(f.getName().str())) f.setLinkage(llvm::GlobalValue::InternalLinkage);
-      else if (f.hasExternalLinkage()) f.setLinkage(llvm::GlobalValue::InternalLinkage);
+      if (f.hasExternalLinkage()) f.setLinkage(llvm::GlobalValue::InternalLinkage);
     }
     for (llvm::GlobalVariable &g : m_->globals()) {
       if (g.isDeclaration() || g.hasLocalLinkage() || g.getName().starts_with("llvm.")) continue;
@@ -779,7 +774,7 @@ class SegmentBuilder {
     for (int round = 0; round < 8; ++round) {
       bool changed = false;
       for (llvm::Function &f : *m_) {
-        if (f.isDeclaration() || f.hasAvailableExternallyLinkage()) continue;
+        if (f.isDeclaration()) continue;
         std::vector<llvm::Instruction *> dead;
         for (llvm::BasicBlock &bb : f)
           for (llvm::Instruction &in : bb) {
@@ -877,13 +872,6 @@ class SegmentBuilder {
     llvm::ModuleAnalysisManager mam;
     llvm::PassBuilder pb = pass_builder(lam, fam, cgam, mam);
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*m_, mam);
-    // What is left of the host's code only as declarations: nothing of it
-    // is emitted, and the IR shows the loop.
-    for (llvm::Function &f : *m_)
-      if (f.hasAvailableExternallyLinkage()) f.deleteBody();
-    llvm::ModulePassManager dce;
-    dce.addPass(llvm::GlobalDCEPass());
-    dce.run(*m_, mam);
   }
 
   // A variable of an element's file that the loop still uses would be a
@@ -916,9 +904,7 @@ class SegmentBuilder {
   std::unique_ptr<llvm::TargetMachine> tm_;
   std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;
   std::map<RuntimeElement *, const JitEntry *> entries_;
-  std::map<std::string, int> entry_files_;
   std::map<std::string, std::string> source_of_;  // function -> bitcode file it came from
-  std::set<std::string> support_functions_;
   llvm::Function *emit_fn_ = nullptr, *match_fn_ = nullptr, *step_ = nullptr;
   std::map<std::pair<RuntimeElement *, int>, llvm::Function *> push_, deliver_, emit_;
   std::map<RuntimeElement *, llvm::Function *> one_pass_;

@@ -351,7 +351,8 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   if (g_interrupts) rt.request_stop();
   if (!quiet)
     std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
-              << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, interpreter"
+              << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, "
+              << (jit.enabled ? "fused loops (JIT)" : "interpreter")
               << ", host " << (profile.path.empty() ? profile.name : profile.path) << "); Ctrl-C stops\n";
   rt.run();
   metrics.stop();

@@ -267,6 +267,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   opts.eal_args = profile.eal_args;
   opts.placement = placement;
   opts.status_line = !quiet;
+  opts.jit = jit.enabled;
 
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
@@ -383,6 +384,7 @@ int emit_ir(const ConfigArgs &args, const std::string &host, const JitChoice &ji
   opts.eal_args = profile.eal_args;
   opts.placement = placement;
   opts.status_line = false;
+  opts.jit = true;
   Runtime rt(lanes, opts);
   std::string err;
   if (!rt.setup(&err)) {

@@ -117,10 +117,12 @@ class FilterRuntime final : public RuntimeElement {
 
  private:
   // libpcap compiles the expression, LLVM the program to native code (the
-  // same answers, tested); should LLVM fail, libpcap's interpreter runs it.
+  // same answers, tested); should LLVM fail, or with --no-jit, libpcap's
+  // interpreter runs it. A fused loop has the program as IR of its own.
   std::optional<PcapFilter> compile(const std::string &expr, std::string *error) {
     auto f = PcapFilter::compile(expr, link(), error);
-    if (f && !f->compile_native(&native_error_))
+    if (!ctx_.options.jit) native_error_ = "--no-jit";
+    else if (f && !f->compile_native(&native_error_))
       std::fprintf(stderr, "sluice: '%s' interprets its filter: %s\n", name().c_str(), native_error_.c_str());
     return f;
   }

@@ -24,6 +24,11 @@ struct RunOptions {
   // Where each segment runs and its memory lives (sluice plan); null: anywhere.
   std::shared_ptr<const Placement> placement;
   int status_fd = 2;
+  // LLVM compiles code for the run (`--jit`, the default): segments' fused
+  // loops, and Filter programs as native code for the segments that run the
+  // interpreter meanwhile. With --no-jit nothing is compiled: libpcap
+  // interprets filters.
+  bool jit = false;
 };
 
 struct RunContext {

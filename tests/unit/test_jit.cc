@@ -64,6 +64,7 @@ struct FusedProbe {
     RunOptions opts;
     opts.eal_args = {"--no-huge"};
     opts.status_line = false;
+    opts.jit = true;
     rt = std::make_unique<Runtime>(graph->lanes, opts);
     std::string err;
     REQUIRE(rt->setup(&err));
@@ -205,6 +206,7 @@ TEST_CASE("jit: --jit-cpu sets the target, --no-jit the interpreter, bad choices
   REQUIRE(off.status == 0);
   CHECK(off.out.find("loop fused") == std::string::npos);
   CHECK_THAT(off.out, Catch::Contains("; interpreter"));
+  CHECK_THAT(off.out, Catch::Contains("filter: libpcap's interpreter (--no-jit)"));  // no LLVM at all
   test::Run bad = test::run_sluice("run -q examples/filter_count.pipe --jit-cpu pentium-z");
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("unknown CPU 'pentium-z'"));

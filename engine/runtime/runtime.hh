@@ -120,6 +120,11 @@ class Runtime {
     std::string error;
     unsigned compilations = 0;  // loops compiled for the segment so far
   };
+  // Fused loops held (tests: old ones are let go).
+  size_t programs_held() const {
+    std::lock_guard lock(jit_mutex_);
+    return programs_.size();
+  }
   CompiledLoop compiled_loop(const SegmentRunner &seg) const {
     std::lock_guard lock(jit_mutex_);
     auto it = compiled_.find(&seg);
@@ -166,12 +171,14 @@ class Runtime {
   std::vector<std::unique_ptr<SegmentRunner>> segments_;
   std::vector<SourceElement *> lane_source_;  // by lane
   InterpretedProgram interpreter_;
-  // The JIT's programs, kept until the end (a segment may still run one it
-  // was switched away from until its next batch), and what each segment got.
+  // The JIT's programs, by the segment they were compiled for, and what each
+  // segment got. A program goes when nothing can run it any more: its
+  // segment switched away from it on its own thread, or ended in a reload.
   std::shared_ptr<ProgramCompiler> compiler_;
   int compiler_cpu_ = -1;
   mutable std::mutex jit_mutex_;
-  std::vector<std::unique_ptr<SegmentProgram>> programs_;
+  std::vector<std::pair<const SegmentRunner *, std::unique_ptr<SegmentProgram>>> programs_;  // under jit_mutex_
+  void forget_retired_segments();  // after a reload replaced segments_
   std::map<const SegmentRunner *, CompiledLoop> compiled_;  // under jit_mutex_
   std::map<const SegmentRunner *, uint64_t> config_epoch_;  // under jit_mutex_: bumped by drop_compiled
   std::thread jit_thread_;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "engine/runtime/runtime.hh"
@@ -44,7 +45,7 @@ bool Runtime::compile_programs(std::string *error, std::vector<std::string> *ir)
         return;
       }
       compiled_[s.get()] = {r.program.get(), r.compile_ms, "", 1};
-      programs_.push_back(std::move(r.program));
+      programs_.emplace_back(s.get(), std::move(r.program));
       if (ir) ir->push_back("; " + s->label() + ", compiled in " + ms_text(r.compile_ms) + "\n" + r.ir);
     }
   });
@@ -58,11 +59,26 @@ void Runtime::drop_compiled(const RuntimeElement *e) {
   std::lock_guard lock(jit_mutex_);
   for (auto &s : segments_)
     for (const RuntimeElement *x : s->elements())
-      if (x == e && s->program() != &interpreter_) {
+      if (x == e) {
+        ++config_epoch_[s.get()];  // a compilation under way read the old value
+        if (s->program() == &interpreter_) continue;
+        // On this segment's thread, between two batches: nothing runs the
+        // old program any more.
+        const SegmentProgram *old = s->program();
         s->replace_program(&interpreter_);
-        ++config_epoch_[s.get()];
         compiled_[s.get()].program = nullptr;
+        std::erase_if(programs_, [&](const auto &p) { return p.second.get() == old; });
       }
+}
+
+void Runtime::forget_retired_segments() {
+  std::lock_guard lock(jit_mutex_);
+  auto running = [this](const SegmentRunner *r) {
+    return std::any_of(segments_.begin(), segments_.end(), [r](const auto &s) { return s.get() == r; });
+  };
+  std::erase_if(programs_, [&](const auto &p) { return !running(p.first); });
+  std::erase_if(compiled_, [&](const auto &c) { return !running(c.first); });
+  std::erase_if(config_epoch_, [&](const auto &c) { return !running(c.first); });
 }
 
 void Runtime::recompile() { compile_in_background(); }
@@ -97,9 +113,9 @@ void Runtime::compile_in_background() {
           break;
         }
         SegmentProgram *p = r.program.get();
-        programs_.push_back(std::move(r.program));
         compiled_[s].compilations = n;
-        if (config_epoch_[s] != epoch) continue;
+        if (config_epoch_[s] != epoch) continue;  // stale already: dropped here
+        programs_.emplace_back(s, std::move(r.program));
         compiled_[s] = {p, r.compile_ms, "", n};
         s->replace_program(p);
         break;

@@ -305,6 +305,7 @@ ReloadOutcome Runtime::reload(std::shared_ptr<CompiledGraph> next, bool dry_run)
   // memory for rings is what EAL reserved at the start, reloads must not
   // eat it up).
   segments_ = std::move(new_segments);
+  forget_retired_segments();  // their threads have ended: their loops can go
   channels_ = std::move(new_channels);
   generations_.push_back(next);
 

@@ -229,6 +229,7 @@ TEST_CASE("jit: a handler write runs the interpreter until the loop is compiled 
   while (probe.rt->totals().received < received + 20000) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   CHECK(probe.count_of("c#0") == before);  // the recompiled loop filters with the new expression
   CHECK(probe.count_of("f#0") > 20000);
+  CHECK(probe.rt->programs_held() == 1);  // the first loop was let go
 }
 
 TEST_CASE("jit: after a hot reload the new segments run fused loops again", "[jit]") {
@@ -246,4 +247,5 @@ TEST_CASE("jit: after a hot reload the new segments run fused loops again", "[ji
   REQUIRE(probe.wait_fused(1));
   auto lock = probe.rt->structure_lock();
   for (const auto &s : probe.rt->segments()) CHECK(probe.rt->compiled_loop(*s).ms > 0);
+  CHECK(probe.rt->programs_held() == probe.rt->segments().size());  // the old graph's loops were let go
 }

@@ -31,6 +31,9 @@
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -80,38 +83,72 @@ T take(llvm::Expected<T> v, const std::string &what) {
   return std::move(*v);
 }
 
-// Which embedded bitcode file defines which external symbol, read once
-// (lazily: only the symbol tables).
+// The bitcode files the JIT links from, and which one defines which
+// external symbol (read lazily: only the symbol tables): the binary's own,
+// embedded, and a plugin's, read from beside it (PLUGIN.so.bc) when one of
+// its classes is first compiled. Thread-safe.
 class BitcodeIndex {
  public:
-  static const BitcodeIndex &get() {
+  static BitcodeIndex &get() {
     static BitcodeIndex index;
     return index;
   }
-  // Index into embedded_bitcode(), or -1.
   int file_defining(const std::string &symbol) const {
-    auto it = files_.find(symbol);
-    return it == files_.end() ? -1 : it->second;
+    std::lock_guard lock(mutex_);
+    auto it = symbols_.find(symbol);
+    return it == symbols_.end() ? -1 : it->second;
+  }
+  llvm::MemoryBufferRef file(int i) const {
+    std::lock_guard lock(mutex_);
+    return files_[size_t(i)];
+  }
+  // Reads a plugin's bitcode (once); false, with *error, when it cannot.
+  bool add_file(const std::string &path, std::string *error) {
+    std::lock_guard lock(mutex_);
+    if (std::find(read_.begin(), read_.end(), path) != read_.end()) return true;
+    auto buf = llvm::MemoryBuffer::getFile(path);
+    if (!buf) {
+      *error = buf.getError().message();
+      return false;
+    }
+    owned_.push_back(std::move(*buf));
+    read_.push_back(path);
+    index(owned_.back()->getMemBufferRef());
+    return true;
   }
 
  private:
   BitcodeIndex() {
-    llvm::LLVMContext cx;
-    const auto &files = embedded_bitcode();
-    for (size_t i = 0; i < files.size(); ++i) {
-      llvm::MemoryBufferRef buf(llvm::StringRef(files[i].begin, size_t(files[i].end - files[i].begin)), files[i].source);
-      auto m = llvm::getLazyBitcodeModule(buf, cx);
-      if (!m) {
-        llvm::consumeError(m.takeError());
-        continue;
-      }
-      for (llvm::GlobalValue &g : (*m)->global_values())
-        if (!g.isDeclaration() && g.hasExternalLinkage()) files_.emplace(g.getName().str(), int(i));
-    }
+    for (const EmbeddedBitcode &f : embedded_bitcode()) index(llvm::MemoryBufferRef(f.bytes(), f.source));
   }
-  std::map<std::string, int> files_;
+  void index(llvm::MemoryBufferRef buf) {
+    llvm::LLVMContext cx;
+    auto m = llvm::getLazyBitcodeModule(buf, cx);
+    if (!m) {
+      llvm::consumeError(m.takeError());
+      return;
+    }
+    int i = int(files_.size());
+    files_.push_back(buf);
+    for (llvm::GlobalValue &g : (*m)->global_values())
+      if (!g.isDeclaration() && g.hasExternalLinkage()) symbols_.emplace(g.getName().str(), i);
+  }
+  mutable std::mutex mutex_;
+  std::vector<llvm::MemoryBufferRef> files_;
+  std::map<std::string, int> symbols_;
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> owned_;
+  std::vector<std::string> read_;
 };
 
+// The shared object a class's code was loaded from, when it is not the
+// executable (a plugin's .so); empty otherwise.
+std::string plugin_of(const JitEntry &entry) {
+  Dl_info mine{}, theirs{};
+  if (!dladdr(reinterpret_cast<const void *>(&plugin_of), &mine) || !dladdr(entry.stamp, &theirs) || !theirs.dli_fname)
+    return "";
+  if (mine.dli_fname && std::string(mine.dli_fname) == theirs.dli_fname) return "";
+  return theirs.dli_fname;
+}
 
 std::string sanitize(const std::string &s) {
   std::string o;
@@ -263,17 +300,25 @@ class SegmentBuilder {
   // call that some bitcode file defines (the flow cache, support functions),
   // only what is needed.
   void link_bitcode() {
-    const BitcodeIndex &index = BitcodeIndex::get();
-    const auto &files = embedded_bitcode();
+    BitcodeIndex &index = BitcodeIndex::get();
     llvm::FunctionType *push_type =
         llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_), {ptr(), llvm::Type::getInt32Ty(*cx_), ptr()}, false);
     for (RuntimeElement *e : seg_.elements()) {
       const JitEntry *entry = RuntimeRegistry::global().find_jit(e->class_name());
       if (!entry) throw JitError("JIT: element " + element_label(*e) + " (" + e->class_name() + ") has no JIT entry");
       int file = index.file_defining(entry->push_symbol);
+      if (std::string plugin = plugin_of(*entry); file < 0 && !plugin.empty()) {
+        // A plugin's element: its bitcode ships beside it.
+        std::string why;
+        if (!index.add_file(plugin + ".bc", &why))
+          throw JitError("JIT: no bitcode for element " + element_label(*e) + " (class " + e->class_name() +
+                         ", from plugin " + plugin + "): cannot read " + plugin + ".bc (" + why +
+                         "); build it beside the plugin (docs/jit.md), or run with --no-jit");
+        file = index.file_defining(entry->push_symbol);
+      }
       if (file < 0)
         throw JitError("JIT: no bitcode for element " + element_label(*e) + " (class " + e->class_name() +
-                       "): this binary embeds none for it (a plugin, or a build that skipped it); run with --no-jit");
+                       "): neither this binary nor a plugin's .bc has it; run with --no-jit");
       entries_[e] = entry;
       m_->getOrInsertFunction(entry->push_symbol, push_type);
       if (entry->classify_symbol) {
@@ -304,15 +349,15 @@ class SegmentBuilder {
           if (int f = index.file_defining(g.getName().str()); f >= 0) wanted.insert(f);
       if (wanted.empty()) return;
       for (int f : wanted) {
-        llvm::MemoryBufferRef buf(llvm::StringRef(files[f].begin, size_t(files[f].end - files[f].begin)),
-                                  files[f].source);
-        auto src = take(llvm::parseBitcodeFile(buf, *cx_), std::string("JIT: bitcode of ") + files[f].source);
+        llvm::MemoryBufferRef buf = index.file(f);
+        std::string source = buf.getBufferIdentifier().str();
+        auto src = take(llvm::parseBitcodeFile(buf, *cx_), "JIT: bitcode of " + source);
         src->setDataLayout(m_->getDataLayout());
         src->setTargetTriple(m_->getTargetTriple());
         for (llvm::Function &fn : *src)
-          if (!fn.isDeclaration()) source_of_[fn.getName().str()] = files[f].source;
+          if (!fn.isDeclaration()) source_of_[fn.getName().str()] = source;
         if (linker.linkInModule(std::move(src), llvm::Linker::Flags::LinkOnlyNeeded))
-          throw JitError(std::string("JIT: linking the bitcode of ") + files[f].source + " failed: " + diag_.text);
+          throw JitError("JIT: linking the bitcode of " + source + " failed: " + diag_.text);
       }
     }
     throw JitError("JIT: linking the bitcode did not settle");
@@ -968,11 +1013,11 @@ std::string check_bitcode_stamp_for_tests(const std::string &class_name, const J
   if (!entry) return "no JIT entry for class " + class_name;
   int file = BitcodeIndex::get().file_defining(entry->push_symbol);
   if (file < 0) return "JIT: no bitcode for class " + class_name;
-  const EmbeddedBitcode &f = embedded_bitcode()[size_t(file)];
+  llvm::MemoryBufferRef f = BitcodeIndex::get().file(file);
   llvm::LLVMContext cx;
-  auto m = llvm::parseBitcodeFile(llvm::MemoryBufferRef(f.bytes(), f.source), cx);
+  auto m = llvm::parseBitcodeFile(f, cx);
   if (!m) return llvm::toString(m.takeError());
-  return stamp_problem(**m, *entry, host, "class " + class_name + " (" + f.source + ")");
+  return stamp_problem(**m, *entry, host, "class " + class_name + " (" + f.getBufferIdentifier().str() + ")");
 }
 
 std::string check_thread_locals_for_tests(const std::string &ir_text, const std::string &entry,

@@ -249,3 +249,39 @@ TEST_CASE("jit: after a hot reload the new segments run fused loops again", "[ji
   for (const auto &s : probe.rt->segments()) CHECK(probe.rt->compiled_loop(*s).ms > 0);
   CHECK(probe.rt->programs_held() == probe.rt->segments().size());  // the old graph's loops were let go
 }
+
+TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refused without it", "[jit]") {
+  std::string dir = test::scratch("jit", "plugin");
+  std::string plugin = std::string(SLUICE_TEST_PLUGIN_DIR) + "/jit_plugin.so";
+  auto pipe = [&](const std::string &so) {
+    return test::write_file(dir + "/" + std::filesystem::path(so).stem().string() + ".pipe",
+                            "require \"" + so + "\";\n"
+                            "gen :: TrafficGen(flows 1K, duration 2s);\n"
+                            "gen -> e :: EvenOdd -> Counter -> Discard;\n");
+  };
+  std::string with_bc = pipe(plugin);
+  test::Run ir = test::run_sluice("plan " + with_bc + " --emit-ir");
+  INFO(ir.out.substr(0, 3000));
+  REQUIRE(ir.status == 0);
+  CHECK(element_calls(ir.out).empty());
+  CHECK(ir.out.find("EvenOdd") == std::string::npos);  // its push is inlined, nothing of it is called
+  test::Run jit = test::run_sluice("run -q " + with_bc + " --stats-json " + dir + "/jit.json");
+  test::Run interp = test::run_sluice("run -q " + with_bc + " --no-jit --stats-json " + dir + "/interp.json");
+  INFO(jit.out << interp.out);
+  REQUIRE(jit.status == 0);
+  REQUIRE(interp.status == 0);
+  CHECK_THAT(jit.out, Catch::Contains("loop fused by the JIT"));
+  CHECK_THAT(jit.out, Catch::Contains("dropped, odd length: "));
+  std::string a = test::read_file(dir + "/jit.json"), b = test::read_file(dir + "/interp.json");
+  auto elements = [](const std::string &json) { return json.substr(json.find("\"elements\""), json.find("\"segments\"") - json.find("\"elements\"")); };
+  CHECK(elements(a) == elements(b));
+
+  // The same plugin without its bitcode: an error that says what is missing.
+  std::filesystem::copy_file(plugin, dir + "/bare_plugin.so", std::filesystem::copy_options::overwrite_existing);
+  std::string bare = pipe(dir + "/bare_plugin.so");
+  test::Run refused = test::run_sluice("run -q " + bare);
+  CHECK(refused.status != 0);
+  CHECK_THAT(refused.out, Catch::Contains("no bitcode for element 'e#0'") && Catch::Contains("bare_plugin.so.bc") &&
+                              Catch::Contains("--no-jit"));
+  CHECK(test::run_sluice("run -q " + bare + " --no-jit").status == 0);
+}

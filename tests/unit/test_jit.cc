@@ -104,7 +104,12 @@ struct FusedProbe {
 }  // namespace
 
 TEST_CASE("jit: the default probe's fused loops call no element's push, one loop per segment", "[jit]") {
-  test::Run r = test::run_sluice("plan configs/flowprobe.pipe --emit-ir");
+  // A trace of its own: the probe's default one is made by `build.sh demo`.
+  std::string dir = test::scratch("jit", "default_probe");
+  test::Run gen = test::run_sluice("run -q " + test::write_file(dir + "/make.pipe", "TrafficGen(flows 100, duration 1s) -> "
+                                                                                     "PcapSink(\"" + dir + "/t.pcap\");\n"));
+  REQUIRE(gen.status == 0);
+  test::Run r = test::run_sluice("plan configs/flowprobe.pipe --emit-ir -D DEVICE=pcap:" + dir + "/t.pcap");
   INFO(r.out.substr(0, 4000));
   REQUIRE(r.status == 0);
   std::vector<std::string> mods = split_modules(r.out);

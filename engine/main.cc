@@ -371,15 +371,8 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
 // `sluice plan --emit-ir`: the graph set up as `sluice run` would (devices
 // opened, traffic generated), every segment's loop compiled, its optimized
 // IR printed; nothing runs.
-int emit_ir(const ConfigArgs &args, const std::string &host, const JitChoice &jit) {
-  SourceManager sm;
-  ElementGraph graph;
-  LaneGraph lanes;
-  int rc = compile(args, sm, graph, lanes);
-  if (rc != kExitClean) return rc;
-  HostProfile profile;
-  auto placement = std::make_shared<Placement>();
-  if (int prc = place_on_host(host, lanes, profile, *placement); prc != kExitClean) return prc;
+int emit_ir(const LaneGraph &lanes, const HostProfile &profile, std::shared_ptr<const Placement> placement,
+            const JitChoice &jit) {
   RunOptions opts;
   opts.eal_args = profile.eal_args;
   opts.placement = placement;
@@ -519,9 +512,10 @@ int main(int argc, char **argv) {
     int rc = compile(plan_args, sm, graph, lanes);
     if (rc != kExitClean) return rc;
     HostProfile profile;
-    Placement placement;
-    if (rc = place_on_host(plan_host, lanes, profile, placement); rc != kExitClean) return rc;
-    if (plan_ir) return emit_ir(plan_args, plan_host, plan_jit);
+    auto placed = std::make_shared<Placement>();
+    const Placement &placement = *placed;
+    if (rc = place_on_host(plan_host, lanes, profile, *placed); rc != kExitClean) return rc;
+    if (plan_ir) return emit_ir(lanes, profile, placed, plan_jit);
     if (plan_format == "svg") return print_svg(plan_args.file, lanes, placement);
     if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes, &placement);
     else if (plan_format == "json") print_plan_json(std::cout, plan_args.file, lanes, placement);

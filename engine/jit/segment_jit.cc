@@ -150,6 +150,11 @@ std::string plugin_of(const JitEntry &entry) {
   return theirs.dli_fname;
 }
 
+// engine/jit/bitcode/support.cc: what the generated loop calls.
+constexpr const char *kSupportFunctions[] = {"sluice_jit_poll",  "sluice_jit_channel_receive", "sluice_jit_channel_flows",
+                                             "sluice_jit_tick",  "sluice_jit_emit",            "sluice_jit_count",
+                                             "sluice_jit_filter_match"};
+
 std::string sanitize(const std::string &s) {
   std::string o;
   for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
@@ -330,16 +335,13 @@ class SegmentBuilder {
                                                         false));
       }
     }
-    for (const char *support : {"sluice_jit_poll", "sluice_jit_channel_receive", "sluice_jit_channel_flows",
-                                "sluice_jit_tick", "sluice_jit_emit", "sluice_jit_count", "sluice_jit_filter_match"})
-      if (index.file_defining(support) < 0) throw JitError(std::string("JIT: the embedded bitcode lacks ") + support);
     // The stamps, compared before anything is linked.
-    std::set<std::string> stamps;
-    for (auto &[e, entry] : entries_) stamps.insert(entry->stamp_symbol);
-    for (const std::string &s : stamps) m_->getOrInsertGlobal(s, llvm::Type::getInt8Ty(*cx_));
-    for (const char *support : {"sluice_jit_poll", "sluice_jit_channel_receive", "sluice_jit_channel_flows",
-                                "sluice_jit_tick", "sluice_jit_emit", "sluice_jit_count", "sluice_jit_filter_match"})
+    for (auto &[e, entry] : entries_) m_->getOrInsertGlobal(entry->stamp_symbol, llvm::Type::getInt8Ty(*cx_));
+    // Declared with any type: linking brings their definitions.
+    for (const char *support : kSupportFunctions) {
+      if (index.file_defining(support) < 0) throw JitError(std::string("JIT: the embedded bitcode lacks ") + support);
       m_->getOrInsertFunction(support, llvm::FunctionType::get(llvm::Type::getVoidTy(*cx_), false));
+    }
 
     llvm::Linker linker(*m_);
     for (int round = 0; round < 16; ++round) {
@@ -394,8 +396,8 @@ class SegmentBuilder {
         g.setComdat(nullptr);
       }
     }
-    // An alias (a C++ constructor's second name) cannot point at code
-    // that is not emitted here: it becomes a declaration of the host's.
+    // An alias (a C++ constructor's second name) would define the host's
+    // symbol again in the JIT: it becomes a declaration of the host's.
     std::vector<llvm::GlobalAlias *> aliases;
     for (llvm::GlobalAlias &a : m_->aliases())
       if (!a.hasLocalLinkage()) aliases.push_back(&a);
@@ -410,7 +412,9 @@ class SegmentBuilder {
       a->eraseFromParent();
     }
     emit_fn_ = callee_in("sluice_jit_emit");
-    match_fn_ = callee_in("sluice_jit_filter_match");
+    // By name: with no Filter in the segment, the declaration goes away
+    // when the support function that names it does.
+    match_name_ = callee_in("sluice_jit_filter_match")->getName().str();
   }
 
   // The host function a support function calls (its body names it).
@@ -818,6 +822,7 @@ class SegmentBuilder {
 
     for (int round = 0; round < 8; ++round) {
       bool changed = false;
+      llvm::Function *match_fn = m_->getFunction(match_name_);
       for (llvm::Function &f : *m_) {
         if (f.isDeclaration()) continue;
         std::vector<llvm::Instruction *> dead;
@@ -838,7 +843,7 @@ class SegmentBuilder {
               load->replaceAllUsesWith(c);
               dead.push_back(load);
               changed = true;
-            } else if (auto *call = llvm::dyn_cast<llvm::CallInst>(&in); call && call->getCalledFunction() == match_fn_) {
+            } else if (auto *call = llvm::dyn_cast<llvm::CallInst>(&in); call && match_fn && call->getCalledFunction() == match_fn) {
               auto a = constant_address(call->getArgOperand(0), dl);
               auto it = a ? filters.find(*a) : filters.end();
               if (it == filters.end()) continue;
@@ -950,7 +955,8 @@ class SegmentBuilder {
   std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb_;
   std::map<RuntimeElement *, const JitEntry *> entries_;
   std::map<std::string, std::string> source_of_;  // function -> bitcode file it came from
-  llvm::Function *emit_fn_ = nullptr, *match_fn_ = nullptr, *step_ = nullptr;
+  llvm::Function *emit_fn_ = nullptr, *step_ = nullptr;
+  std::string match_name_;  // PcapFilter::matches
   std::map<std::pair<RuntimeElement *, int>, llvm::Function *> push_, deliver_, emit_;
   std::map<RuntimeElement *, llvm::Function *> one_pass_;
   std::string verify_;

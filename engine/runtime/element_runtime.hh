@@ -232,25 +232,6 @@ class SourceElement : public RuntimeElement {
   void push(int, PacketBatch &) override {}
 };
 
-// The factory registry: one factory per element class that can run.
-using RuntimeFactory = std::function<std::unique_ptr<RuntimeElement>(const Node &, RunContext &)>;
-class RuntimeRegistry {
- public:
-  static RuntimeRegistry &global();
-  void add(const std::string &cls, RuntimeFactory f) { factories_[cls] = std::move(f); }
-  const RuntimeFactory *find(const std::string &cls) const {
-    auto it = factories_.find(cls);
-    return it == factories_.end() ? nullptr : &it->second;
-  }
-  void add_jit(const std::string &cls, struct JitEntry e);
-  void add_packet_stage(const std::string &cls, const char *classify_symbol, const char *batch_done_symbol);
-  const struct JitEntry *find_jit(const std::string &cls) const;
-
- private:
-  std::map<std::string, RuntimeFactory> factories_;
-  std::map<std::string, struct JitEntry> jit_;
-};
-
 // What the native build and the bitcode build of an element both record,
 // so that the JIT can tell bitcode that does not belong to this binary: the
 // instance's size and the source file's modification time.
@@ -268,6 +249,25 @@ struct JitEntry {
   // rte_mbuf *) and void (RuntimeElement *, uint64_t packets, uint64_t bytes).
   const char *classify_symbol = nullptr;
   const char *batch_done_symbol = nullptr;
+};
+
+// The factory registry: one factory per element class that can run.
+using RuntimeFactory = std::function<std::unique_ptr<RuntimeElement>(const Node &, RunContext &)>;
+class RuntimeRegistry {
+ public:
+  static RuntimeRegistry &global();
+  void add(const std::string &cls, RuntimeFactory f) { factories_[cls] = std::move(f); }
+  const RuntimeFactory *find(const std::string &cls) const {
+    auto it = factories_.find(cls);
+    return it == factories_.end() ? nullptr : &it->second;
+  }
+  void add_jit(const std::string &cls, JitEntry e);
+  void add_packet_stage(const std::string &cls, const char *classify_symbol, const char *batch_done_symbol);
+  const JitEntry *find_jit(const std::string &cls) const;
+
+ private:
+  std::map<std::string, RuntimeFactory> factories_;
+  std::map<std::string, JitEntry> jit_;
 };
 
 struct RegisterPacketStage {

@@ -2,6 +2,9 @@
 // command and collect its output and exit status, scratch directories under
 // the build tree, small files.
 #pragma once
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -57,6 +60,23 @@ inline std::string read_file(const std::string &path) {
 
 inline bool have_tool(const char *tool) {
   return system((std::string("command -v ") + tool + " > /dev/null 2>&1").c_str()) == 0;
+}
+
+// A socket of `type` (SOCK_DGRAM, SOCK_STREAM) bound to 127.0.0.1 on a port
+// the kernel picks, which *port gets: a collector for an exporter to send to.
+inline int bind_loopback(int type, int *port) {
+  int fd = socket(AF_INET, type, 0);
+  REQUIRE(fd >= 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0);
+  *port = ntohs(a.sin_port);
+  return fd;
 }
 
 }  // namespace sluice::test

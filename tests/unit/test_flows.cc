@@ -469,16 +469,7 @@ struct TcpCollector {
   std::atomic<bool> stop{false};
   std::thread thread;
   TcpCollector() {
-    listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listen_fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    getsockname(listen_fd, reinterpret_cast<sockaddr *>(&a), &len);
-    port = ntohs(a.sin_port);
+    listen_fd = bind_loopback(SOCK_STREAM, &port);
   }
   void start() {
     REQUIRE(listen(listen_fd, 4) == 0);
@@ -623,13 +614,8 @@ TEST_CASE("flows: FlowLog jsonl has the same records as csv", "[flows]") {
 
 TEST_CASE("flows: IPFIX over UDP resends templates every template_refresh", "[flows]") {
   std::string dir = scratch("refresh");
-  int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  int port = 0;
+  int fd = bind_loopback(SOCK_DGRAM, &port);
   int rcvbuf = 8 << 20;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   std::atomic<bool> stop{false};
@@ -656,7 +642,7 @@ TEST_CASE("flows: IPFIX over UDP resends templates every template_refresh", "[fl
                                " -> Timestamp(clock pcap)"
                                " -> ft :: FlowTable(capacity 64K, idle 50ms, active 1s)"
                                " -> GCSlicer(table ft, period 20ms, slices 4) -> exp;\n"
-                               "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(ntohs(a.sin_port)) +
+                               "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(port) +
                                ", template_refresh 1s);\n");
   Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
   usleep(300 * 1000);

@@ -14,6 +14,7 @@
 #include "engine/jit/segment_jit.hh"
 #include "engine/lanes.hh"
 #include "engine/runtime/runtime.hh"
+#include "graph_fixture.hh"
 #include "run_fixture.hh"
 
 using namespace sluice;
@@ -43,14 +44,10 @@ std::vector<std::string> element_calls(const std::string &ir) {
 }
 
 std::shared_ptr<CompiledGraph> compile_text(const std::string &text) {
-  auto c = std::make_shared<CompiledGraph>();
-  Diagnostics diags(c->sources);
-  bool ok = load_pipe_text("jit.pipe", text, FrontendOptions{}, c->sources, diags, c->graph) &&
-            build_lanes(c->graph, diags, c->lanes);
-  std::ostringstream os;
-  diags.print(os);
-  INFO(os.str());
-  REQUIRE(ok);
+  std::string diags;
+  auto c = test::compile_graph(text, &diags);
+  INFO(diags);
+  REQUIRE(c);
   return c;
 }
 

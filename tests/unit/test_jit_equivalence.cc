@@ -77,17 +77,7 @@ std::string edit(const std::string &text, const std::string &from, const std::st
 // come back.
 struct UdpSink {
   int fd = -1, port = 0;
-  UdpSink() {
-    fd = socket(AF_INET, SOCK_DGRAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-  }
+  UdpSink() { fd = bind_loopback(SOCK_DGRAM, &port); }
   ~UdpSink() { close(fd); }
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
 };
@@ -99,16 +89,8 @@ struct TcpDrain {
   std::atomic<bool> stop{false};
   std::thread thread;
   TcpDrain() {
-    listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(listen_fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listen_fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+    listen_fd = bind_loopback(SOCK_STREAM, &port);
     REQUIRE(listen(listen_fd, 16) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(getsockname(listen_fd, reinterpret_cast<sockaddr *>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
     thread = std::thread([this] {
       std::vector<pollfd> fds{{listen_fd, POLLIN, 0}};
       std::vector<char> buf(1 << 16);

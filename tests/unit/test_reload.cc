@@ -15,6 +15,7 @@
 #include "engine/control/probe_metrics.hh"
 #include "engine/lanes.hh"
 #include "engine/runtime/runtime.hh"
+#include "graph_fixture.hh"
 #include "run_fixture.hh"
 
 using namespace sluice;
@@ -39,14 +40,7 @@ std::string graph_b(const std::string &log) {
 }
 
 std::shared_ptr<CompiledGraph> compile(const std::string &text, std::string *diagnostics) {
-  auto c = std::make_shared<CompiledGraph>();
-  Diagnostics diags(c->sources);
-  bool ok = load_pipe_text("reload.pipe", text, FrontendOptions{}, c->sources, diags, c->graph) &&
-            build_lanes(c->graph, diags, c->lanes);
-  std::ostringstream os;
-  diags.print(os);
-  *diagnostics = os.str();
-  return ok ? c : nullptr;
+  return test::compile_graph(text, diagnostics, "reload.pipe");
 }
 
 std::vector<std::string> sorted_lines(const std::string &text) {

@@ -16,19 +16,20 @@
 #include <mutex>
 #include <sstream>
 
-#include "dsl/frontend.hh"
 #include "dsl/literals.hh"
 #include "engine/control/control_server.hh"
 #include "engine/control/control_socket.hh"
 #include "engine/control/metrics_server.hh"
 #include "engine/control/probe_control.hh"
 #include "engine/control/probe_metrics.hh"
+#include "engine/driver/compile_pipe.hh"
 #include "engine/element_docs.hh"
 #include "engine/jit/segment_jit.hh"
 #include "engine/lanes.hh"
 #include "engine/placement/host_profile.hh"
 #include "engine/placement/placement.hh"
 #include "engine/plan_format.hh"
+#include "engine/probe/probe_reload.hh"
 #include "engine/runtime/runtime.hh"
 
 using namespace sluice;
@@ -47,53 +48,43 @@ struct ConfigArgs {
   }
 };
 
-// Parses NAME=VALUE pairs; false (with a message) on a malformed one.
-bool parse_defines(const std::vector<std::string> &in, FrontendOptions &opts) {
-  for (const std::string &d : in) {
-    size_t eq = d.find('=');
-    std::string name = d.substr(0, eq);
-    if (!name.empty() && name[0] == '$') name.erase(0, 1);
-    if (eq == std::string::npos || name.empty()) {
-      std::cerr << "sluice: --define wants NAME=VALUE, not '" << d << "'\n";
-      return false;
+// -D values as the driver takes them; nullopt (the error printed) for a
+// malformed one.
+std::optional<CompileOptions> compile_options(const ConfigArgs &args) {
+  CompileOptions opts;
+  for (const std::string &d : args.defines) {
+    std::pair<std::string, std::string> define;
+    std::string err;
+    if (!parse_define(d, define, &err)) {
+      std::cerr << "sluice: " << err << "\n";
+      return std::nullopt;
     }
-    opts.defines.emplace_back(name, d.substr(eq + 1));
+    opts.defines.push_back(define);
   }
-  return true;
+  return opts;
 }
 
-// Front end plus lane replication; diagnostics printed to `diag_out`.
-// Returns the exit status.
-int compile(const ConfigArgs &args, SourceManager &sm, ElementGraph &g, LaneGraph &lg,
-            std::ostream &diag_out = std::cerr, bool color = isatty(2)) {
-  FrontendOptions opts;
-  if (!parse_defines(args.defines, opts)) return kExitUsage;
-  Diagnostics diags(sm);
-  bool ok = load_pipe_file(args.file, opts, sm, diags, g);
-  if (ok) ok = build_lanes(g, diags, lg);
-  diags.print(diag_out, color);
-  if (diags.error_count() || diags.warning_count())
-    diag_out << diags.error_count() << " error" << (diags.error_count() == 1 ? "" : "s") << ", "
-             << diags.warning_count() << " warning" << (diags.warning_count() == 1 ? "" : "s") << "\n";
-  return ok ? kExitClean : kExitErrors;
+// The configuration compiled by the driver, its diagnostics printed to
+// stderr; null (with the exit status in *rc) when it does not compile.
+std::shared_ptr<CompiledPipe> compile(const ConfigArgs &args, int *rc) {
+  std::optional<CompileOptions> opts = compile_options(args);
+  if (!opts) {
+    *rc = kExitUsage;
+    return nullptr;
+  }
+  std::shared_ptr<CompiledPipe> pipe = compile_pipe_file(args.file, *opts);
+  std::cerr << pipe->printed(isatty(2)) << pipe->count_line();
+  *rc = pipe->ok ? kExitClean : kExitErrors;
+  return pipe->ok ? pipe : nullptr;
 }
 
-// Reads the host profile (the default one when `host` is empty) and places
-// the lanes on it; messages printed to `err_out`. Returns the exit status.
-int place_on_host(const std::string &host, const LaneGraph &lanes, HostProfile &profile, Placement &placement,
-                  std::ostream &err_out = std::cerr) {
+// Places the lanes on the host profile (the default one when `host` is
+// empty); the error printed. Returns the exit status.
+int place(CompiledPipe &pipe, const std::string &host) {
   std::string err;
-  std::string host_file = host.empty() ? default_host_profile_path() : host;
-  HostEnvironment env = HostEnvironment::this_process();
-  if (!(host_file.empty() ? builtin_host_profile(env, profile, &err) : load_host_profile(host_file, env, profile, &err))) {
-    err_out << err << "\n";  // file:line:column: error: ...
-    return kExitErrors;
-  }
-  if (!place_lanes(lanes, profile, placement, &err)) {
-    err_out << "sluice: error: " << err << "\n";
-    return kExitErrors;
-  }
-  return kExitClean;
+  if (place_pipe(pipe, host, &err)) return kExitClean;
+  std::cerr << err << "\n";  // file:line:column: error: ...
+  return kExitErrors;
 }
 
 // Graphviz renders the plan's dot as SVG on stdout.
@@ -235,11 +226,9 @@ bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std:
 
 int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet,
                const std::string &stats_json, const ProbeAccess &access, const JitChoice &jit) {
-  SourceManager sm;
-  ElementGraph graph;
-  LaneGraph lanes;
-  int rc = compile(args, sm, graph, lanes);
-  if (rc != kExitClean) return rc;
+  int rc = kExitClean;
+  std::shared_ptr<CompiledPipe> pipe = compile(args, &rc);
+  if (!pipe) return rc;
 
   RunOptions opts;
   if (!duration.empty()) {
@@ -261,11 +250,9 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     std::cerr << "sluice: --metrics: " << err << "\n";
     return kExitUsage;
   }
-  HostProfile profile;
-  auto placement = std::make_shared<Placement>();
-  if (int prc = place_on_host(host, lanes, profile, *placement); prc != kExitClean) return prc;
-  opts.eal_args = profile.eal_args;
-  opts.placement = placement;
+  if (int prc = place(*pipe, host); prc != kExitClean) return prc;
+  const Placement &placement = *pipe->placement;
+  opts.eal_args = pipe->profile.eal_args;
   opts.status_line = !quiet;
   opts.jit = jit.enabled;
 
@@ -276,12 +263,12 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   struct sigaction hup {};  // from the start: SIGHUP must never end the probe
   hup.sa_handler = on_hangup;
   sigaction(SIGHUP, &hup, nullptr);
-  Runtime rt(lanes, opts);
+  Runtime rt(pipe, opts);
   if (!rt.setup(&err)) {
     std::cerr << "sluice: error: " << err << "\n";
     return kExitErrors;
   }
-  if (jit.enabled && !compile_loops(rt, jit, placement->housekeeping_cpu, nullptr)) return kExitErrors;
+  if (jit.enabled && !compile_loops(rt, jit, placement.housekeeping_cpu, nullptr)) return kExitErrors;
   // The probe's control plane, on threads of its own while the run lasts.
   // Commands and metrics scrapes take turns under probe_lock.
   std::mutex probe_lock;
@@ -291,31 +278,15 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   // Hot reload: `sluice ctl reload FILE [--dry-run]`, and SIGHUP for the
   // file the run started with. The new file gets the run's --define values
   // and is placed on the same host profile.
+  ReloadSettings reload_settings{compile_options(args)->defines, host};
   auto reload = [&](const std::string &file, bool dry_run) -> ControlServer::Reply {
-    auto next = std::make_shared<CompiledGraph>();
-    ConfigArgs next_args = args;
-    next_args.file = file;
-    std::ostringstream diags;
-    if (compile(next_args, next->sources, next->graph, next->lanes, diags, false) != kExitClean)
-      return ControlServer::Reply::error(diags.str() + "the running graph goes on unchanged\n");
-    HostProfile next_profile;
-    auto next_placement = std::make_shared<Placement>();
-    std::ostringstream place_errors;
-    int prc = place_on_host(host, next->lanes, next_profile, *next_placement, place_errors);
-    if (prc != kExitClean) return ControlServer::Reply::error(place_errors.str() + "the running graph goes on unchanged\n");
-    next->placement = next_placement;
+    std::string why;
+    std::shared_ptr<CompiledPipe> next = compile_for_reload(reload_settings, file, &why);
+    if (!next) return ControlServer::Reply::error(why + kReloadRefused);
     ReloadOutcome o = rt.reload(next, dry_run);
-    if (!o.error.empty()) return ControlServer::Reply::error(o.error + "the running graph goes on unchanged\n");
-    std::string text = o.plan.text();
-    if (dry_run) return ControlServer::Reply::done(text + "dry run: nothing changed\n");
-    probe.set_config(file);
-    text += "applied; pause per lane:";
-    for (size_t l = 0; l < o.lane_pause_ns.size(); ++l) {
-      char b[64];
-      snprintf(b, sizeof b, " %zu: %.0f us", l, double(o.lane_pause_ns[l]) / 1e3);
-      text += b;
-    }
-    return ControlServer::Reply::done(text + "\n");
+    if (!o.error.empty()) return ControlServer::Reply::error(o.error + kReloadRefused);
+    if (!dry_run) probe.set_config(file);
+    return ControlServer::Reply::done(reload_answer(o, dry_run));
   };
   control.add_command("reload", "reload FILE [--dry-run]",
                       "check FILE and switch the running graph to it; flows and queued packets are kept",
@@ -328,12 +299,17 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   rt.on_tick([&] {
     if (!g_reload_requested.exchange(false)) return;
     std::lock_guard lock(probe_lock);  // as a control command would
-    ControlServer::Reply r = reload(args.file, false);
+    ControlServer::Reply r = ControlServer::Reply::error("");
+    try {
+      r = reload(args.file, false);
+    } catch (const std::exception &e) {  // nothing a reload meets may end the probe
+      r = ControlServer::Reply::error(std::string(e.what()) + "\n" + kReloadRefused);
+    }
     std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
   });
   // The control and metrics threads do housekeeping: they start on the
   // plan's housekeeping cpu (threads inherit their creator's cpus).
-  std::optional<ThreadOnCpu> housekeeping(std::in_place, placement->housekeeping_cpu);
+  std::optional<ThreadOnCpu> housekeeping(std::in_place, placement.housekeeping_cpu);
   if (int crc = open_control(control, access.control, quiet); crc != kExitClean) return crc;
   MetricsServer metrics;
   if (!access.metrics.empty()) {
@@ -350,11 +326,12 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   housekeeping.reset();
   g_running = &rt;
   if (g_interrupts) rt.request_stop();
+  const LaneGraph &lanes = pipe->lanes;
   if (!quiet)
     std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
               << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, "
-              << (jit.enabled ? "fused loops (JIT)" : "interpreter")
-              << ", host " << (profile.path.empty() ? profile.name : profile.path) << "); Ctrl-C stops\n";
+              << (jit.enabled ? "fused loops (JIT)" : "interpreter") << ", host "
+              << (pipe->profile.path.empty() ? pipe->profile.name : pipe->profile.path) << "); Ctrl-C stops\n";
   rt.run();
   metrics.stop();
   control.stop();
@@ -371,21 +348,19 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
 // `sluice plan --emit-ir`: the graph set up as `sluice run` would (devices
 // opened, traffic generated), every segment's loop compiled, its optimized
 // IR printed; nothing runs.
-int emit_ir(const LaneGraph &lanes, const HostProfile &profile, std::shared_ptr<const Placement> placement,
-            const JitChoice &jit) {
+int emit_ir(std::shared_ptr<const CompiledPipe> pipe, const JitChoice &jit) {
   RunOptions opts;
-  opts.eal_args = profile.eal_args;
-  opts.placement = placement;
+  opts.eal_args = pipe->profile.eal_args;
   opts.status_line = false;
   opts.jit = true;
-  Runtime rt(lanes, opts);
+  Runtime rt(pipe, opts);
   std::string err;
   if (!rt.setup(&err)) {
     std::cerr << "sluice: error: " << err << "\n";
     return kExitErrors;
   }
   std::vector<std::string> ir;
-  if (!compile_loops(rt, jit, placement->housekeeping_cpu, &ir)) return kExitErrors;
+  if (!compile_loops(rt, jit, pipe->placement->housekeeping_cpu, &ir)) return kExitErrors;
   for (const std::string &s : ir) std::cout << s << "\n";
   return kExitClean;
 }
@@ -497,25 +472,24 @@ int main(int argc, char **argv) {
   }
   if (*ctl) return control_client(ctl_socket, ctl->remaining());
 
-  SourceManager sm;
-  ElementGraph graph;
-  LaneGraph lanes;
+  int rc = kExitClean;
   if (*check) {
-    int rc = compile(check_args, sm, graph, lanes);
-    if (rc == kExitClean)
-      std::cout << check_args.file << ": ok (" << graph.elements.size() << " elements, " << lanes.lanes.size()
+    std::shared_ptr<CompiledPipe> pipe = compile(check_args, &rc);
+    if (pipe) {
+      const LaneGraph &lanes = pipe->lanes;
+      std::cout << check_args.file << ": ok (" << pipe->graph.elements.size() << " elements, " << lanes.lanes.size()
                 << " lane" << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segment"
                 << (lanes.segments.size() == 1 ? "" : "s") << ")\n";
+    }
     return rc;
   }
   if (*plan) {
-    int rc = compile(plan_args, sm, graph, lanes);
-    if (rc != kExitClean) return rc;
-    HostProfile profile;
-    auto placed = std::make_shared<Placement>();
-    const Placement &placement = *placed;
-    if (rc = place_on_host(plan_host, lanes, profile, *placed); rc != kExitClean) return rc;
-    if (plan_ir) return emit_ir(lanes, profile, placed, plan_jit);
+    std::shared_ptr<CompiledPipe> pipe = compile(plan_args, &rc);
+    if (!pipe) return rc;
+    if (rc = place(*pipe, plan_host); rc != kExitClean) return rc;
+    const LaneGraph &lanes = pipe->lanes;
+    const Placement &placement = *pipe->placement;
+    if (plan_ir) return emit_ir(pipe, plan_jit);
     if (plan_format == "svg") return print_svg(plan_args.file, lanes, placement);
     if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes, &placement);
     else if (plan_format == "json") print_plan_json(std::cout, plan_args.file, lanes, placement);

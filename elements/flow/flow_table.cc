@@ -183,9 +183,13 @@ void FlowTableRuntime::emit_adopted_evictions() {
 
 // A reload changed live arguments: timeouts are checked against packet time
 // whenever a flow is looked at, so the new values need nothing but the store.
-void FlowTableRuntime::reconfigure() {
-  cache_->set_timeouts(uint64_t(arg("idle").integer), uint64_t(arg("active").integer));
-  cache_->set_evict_when_full(arg("on_full").text == "evict");
+RuntimeElement::Change FlowTableRuntime::prepare_reconfigure(const Node &next) {
+  uint64_t idle = uint64_t(next.arg("idle")->value.integer), active = uint64_t(next.arg("active")->value.integer);
+  bool evict = next.arg("on_full")->value.text == "evict";
+  return [this, idle, active, evict] {
+    cache_->set_timeouts(idle, active);
+    cache_->set_evict_when_full(evict);
+  };
 }
 
 // A reload replaced the table (capacity, key, direction): its flows move in.

@@ -26,7 +26,7 @@ class FlowTableRuntime final : public RuntimeElement {
 
   void prepare() override;
   void flush() override;
-  void reconfigure() override;
+  Change prepare_reconfigure(const Node &next) override;
   void adopt_state(RuntimeElement &old) override;
   void report(std::vector<std::string> &lines) const override;
   std::optional<std::string> read_handler(const std::string &name) const override;

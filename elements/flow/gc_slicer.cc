@@ -109,11 +109,20 @@ class GCSlicerRuntime final : public RuntimeElement {
 
   // A reload: the table may be a new instance (another capacity), or the
   // period and slices changed; the scan goes on where it was.
-  void relink() override { find_table(); }
-  void reconfigure() override {
-    period_ = uint64_t(arg("period").integer);
-    slices_ = uint64_t(arg("slices").integer);
-    cut_slices();
+  Change prepare_relink() override {
+    FlowTableRuntime *t = lane_table();
+    return [this, t] {
+      table_ = t;
+      cut_slices();
+    };
+  }
+  Change prepare_reconfigure(const Node &next) override {
+    uint64_t period = uint64_t(next.arg("period")->value.integer), slices = uint64_t(next.arg("slices")->value.integer);
+    return [this, period, slices] {
+      period_ = period;
+      slices_ = slices;
+      cut_slices();
+    };
   }
 
   // Packet time drives the slices. On a live lane with no packet for a
@@ -176,13 +185,22 @@ class GCSlicerRuntime final : public RuntimeElement {
   }
 
   void find_table() {
-    int e = ctx_.graph().graph->find(arg("table").text);
-    table_ = dynamic_cast<FlowTableRuntime *>(ctx_.instance(e, lane()));
-    if (!table_) throw std::runtime_error("'" + name() + "': no FlowTable '" + arg("table").text + "' in its lane");
-    if (table_->node().segment != node().segment)
-      throw std::runtime_error("'" + name() + "': its table '" + table_->name() +
-                               "' runs on another thread (a Ring between them); put the GCSlicer right after it");
+    table_ = lane_table();
     cut_slices();
+  }
+
+  // The FlowTable named `table` in this lane of the context's graph (during
+  // a reload: the new graph, whose node this instance is about to take).
+  FlowTableRuntime *lane_table() const {
+    const Node &me = *ctx_.node_of(this);
+    const std::string &table = me.arg("table")->value.text;
+    int e = ctx_.graph().graph->find(table);
+    auto *t = dynamic_cast<FlowTableRuntime *>(ctx_.instance(e, lane()));
+    if (!t) throw std::runtime_error("'" + name() + "': no FlowTable '" + table + "' in its lane");
+    if (ctx_.node_of(t)->segment != me.segment)
+      throw std::runtime_error("'" + name() + "': its table '" + t->name() +
+                               "' runs on another thread (a Ring between them); put the GCSlicer right after it");
+    return t;
   }
 
   void cut_slices() {

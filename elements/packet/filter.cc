@@ -63,13 +63,15 @@ class FilterRuntime final : public RuntimeElement {
     filter_.emplace(std::move(*f));
   }
 
-  // A reload with a new expression. It compiled at check time (for
-  // Ethernet); should it not for this lane's link type, the old one stays.
-  void reconfigure() override {
+  // A reload with a new expression, compiled before the switch for the
+  // lane's link type: one libpcap refuses for it (it compiled for Ethernet
+  // at check time) abandons the reload, the old expression stays.
+  Change prepare_reconfigure(const Node &next) override {
     std::string err;
-    auto f = compile(arg("expr").text, &err);
-    if (f) filter_.emplace(std::move(*f));
-    else std::fprintf(stderr, "sluice: '%s' keeps its filter: %s\n", name().c_str(), err.c_str());
+    auto f = compile(next.arg("expr")->value.text, &err);
+    if (!f) throw std::runtime_error("'" + name() + "': " + err);
+    auto compiled = std::make_shared<PcapFilter>(std::move(*f));
+    return [this, compiled] { filter_.emplace(std::move(*compiled)); };
   }
 
   void report(std::vector<std::string> &lines) const override {

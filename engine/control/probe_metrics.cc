@@ -1,6 +1,5 @@
 #include "engine/control/probe_metrics.hh"
 
-#include <map>
 
 #include "engine/control/metrics_writer.hh"
 #include "engine/control/probe_control.hh"
@@ -18,43 +17,35 @@ bool has_port(const ElementSpec &spec, StreamType type) {
 }
 
 // The counters every element keeps, by what its ports carry; `before` are
-// the instances of the same element that reloads replaced, whose counts are
+// the counts of the instances of the same element that reloads replaced,
 // added so that a counter never goes back.
-void element_counters(const RuntimeElement &e, const std::vector<const RuntimeElement *> &before, MetricsWriter &out) {
+void element_counters(const RuntimeElement &e, const CounterValues *before, MetricsWriter &out) {
   const ElementSpec &spec = *e.node().spec;
-  std::vector<const RuntimeElement *> all = before;
-  all.push_back(&e);
-  auto total = [&](auto counter) {
-    double t = 0;
-    for (const RuntimeElement *x : all) t += double((x->counters.*counter).get());
-    return t;
-  };
+  CounterValues all(e.counters);
+  if (before) all.add(*before);
   const auto *source = dynamic_cast<const SourceElement *>(&e);
   if (source || has_port(spec, StreamType::Packets)) {
-    out.counter("element_received_packets_total", "Packets an element received (a source: took in).",
-                total(&ElementCounters::in));
-    out.counter("element_sent_packets_total", "Packets an element sent on; every copy counts.", total(&ElementCounters::out));
+    out.counter("element_received_packets_total", "Packets an element received (a source: took in).", double(all.in));
+    out.counter("element_sent_packets_total", "Packets an element sent on; every copy counts.", double(all.out));
     out.counter("element_absorbed_packets_total", "Packets that ended in an element by design (sinks, flow tables).",
-                total(&ElementCounters::absorbed));
-    out.counter("element_copied_packets_total", "Extra packets an element made by fan-out.", total(&ElementCounters::copies));
+                double(all.absorbed));
+    out.counter("element_copied_packets_total", "Extra packets an element made by fan-out.", double(all.copies));
     if (e.counts_bytes())
-      out.counter("element_received_bytes_total", "Bytes (frames) an element received.", total(&ElementCounters::in_bytes));
+      out.counter("element_received_bytes_total", "Bytes (frames) an element received.", double(all.in_bytes));
   }
   if (has_port(spec, StreamType::Flows)) {
-    out.counter("element_received_records_total", "Flow records an element received.", total(&ElementCounters::records_in));
-    out.counter("element_sent_records_total", "Flow records an element sent on.", total(&ElementCounters::records_out));
+    out.counter("element_received_records_total", "Flow records an element received.", double(all.records_in));
+    out.counter("element_sent_records_total", "Flow records an element sent on.", double(all.records_out));
     out.counter("element_absorbed_records_total", "Flow records that ended in an element: written or exported.",
-                total(&ElementCounters::records_absorbed));
+                double(all.records_absorbed));
   }
-  std::map<std::pair<std::string, bool>, double> drops;  // by reason, over the instances
-  for (const RuntimeElement *x : all)
-    for (size_t r = 0; r < x->counters.reasons.size(); ++r)
-      drops[{x->counters.reasons[r], x->counters.of_records[r]}] += double(x->counters.drops[r].get());
-  for (const auto &[reason, n] : drops) {
-    if (reason.second)
-      out.counter("element_dropped_records_total", "Flow records an element lost, by reason.", n, {{"reason", reason.first}});
+  for (const CounterValues::Drop &d : all.drops) {
+    if (d.of_records)
+      out.counter("element_dropped_records_total", "Flow records an element lost, by reason.", double(d.count),
+                  {{"reason", d.reason}});
     else
-      out.counter("element_dropped_packets_total", "Packets an element dropped, by reason.", n, {{"reason", reason.first}});
+      out.counter("element_dropped_packets_total", "Packets an element dropped, by reason.", double(d.count),
+                  {{"reason", d.reason}});
   }
   if (source) {  // what the device lost counts as received and dropped, as in the run summary
     std::vector<std::pair<std::string, uint64_t>> dd;
@@ -90,12 +81,12 @@ void collect_probe_metrics(const Runtime &rt, MetricsWriter &out) {
   auto context = [&](const RuntimeElement &e) {
     out.set_context({{"lane", lane_label(e.lane())}, {"element", element_base_name(rt, e)}});
   };
-  const std::vector<const RuntimeElement *> replaced = rt.replaced_instances();
+  const std::vector<RetiredTotal> replaced = rt.replaced();
   for (const auto &e : elements) {
     context(*e);
-    std::vector<const RuntimeElement *> before;
-    for (const RuntimeElement *r : replaced)
-      if (r->name() == e->name()) before.push_back(r);
+    const CounterValues *before = nullptr;
+    for (const RetiredTotal &r : replaced)
+      if (r.name == e->name()) before = &r.counters;
     element_counters(*e, before, out);
     // A lane's merge into a shared element is a queue too (a Ring reports its own).
     if (e->node().spec->is_thread_boundary()) continue;

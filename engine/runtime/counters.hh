@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ class Counter {
 // reasons). `absorbed` are packets that end here by design (Discard,
 // PcapSink, a flow table); drops are counted by reason.
 struct ElementCounters {
-  static constexpr int kMaxReasons = 8;
+  static constexpr int kMaxReasons = 16;
   Counter in, out, absorbed, copies;
   Counter records_in, records_out;  // flows streams: flow records
   Counter records_absorbed;        // records that end here (exported, written)
@@ -37,6 +38,7 @@ struct ElementCounters {
   int reason(const std::string &name, bool records = false) {
     for (size_t i = 0; i < reasons.size(); ++i)
       if (reasons[i] == name && of_records[i] == records) return int(i);
+    if (reasons.size() == kMaxReasons) throw std::length_error("more than 16 drop reasons: '" + name + "'");
     reasons.push_back(name);
     of_records.push_back(records);
     return int(reasons.size()) - 1;
@@ -52,6 +54,54 @@ struct ElementCounters {
     uint64_t d = 0;
     for (size_t i = 0; i < reasons.size(); ++i) d += of_records[i] ? drops[i].get() : 0;
     return d;
+  }
+};
+
+// The counters' values at one moment, as plain numbers: what the summary,
+// its JSON and the metrics print, and what stays of an instance a reload
+// replaced once it is released. add() sums another instance's into these
+// (drops matched by reason).
+struct CounterValues {
+  uint64_t in = 0, out = 0, absorbed = 0, copies = 0;
+  uint64_t records_in = 0, records_out = 0, records_absorbed = 0, in_bytes = 0;
+  struct Drop {
+    std::string reason;
+    bool of_records;
+    uint64_t count;
+  };
+  std::vector<Drop> drops;
+
+  CounterValues() = default;
+  explicit CounterValues(const ElementCounters &c) { add(c); }
+  void add(const ElementCounters &c) {
+    in += c.in.get(), out += c.out.get(), absorbed += c.absorbed.get(), copies += c.copies.get();
+    records_in += c.records_in.get(), records_out += c.records_out.get();
+    records_absorbed += c.records_absorbed.get(), in_bytes += c.in_bytes.get();
+    for (size_t r = 0; r < c.reasons.size(); ++r) add_drop(c.reasons[r], c.of_records[r], c.drops[r].get());
+  }
+  void add(const CounterValues &v) {
+    in += v.in, out += v.out, absorbed += v.absorbed, copies += v.copies;
+    records_in += v.records_in, records_out += v.records_out;
+    records_absorbed += v.records_absorbed, in_bytes += v.in_bytes;
+    for (const Drop &d : v.drops) add_drop(d.reason, d.of_records, d.count);
+  }
+  void add_drop(const std::string &reason, bool of_records, uint64_t count) {
+    for (Drop &d : drops)
+      if (d.reason == reason && d.of_records == of_records) {
+        d.count += count;
+        return;
+      }
+    drops.push_back({reason, of_records, count});
+  }
+  uint64_t dropped() const {
+    uint64_t n = 0;
+    for (const Drop &d : drops) n += d.of_records ? 0 : d.count;
+    return n;
+  }
+  uint64_t records_dropped() const {
+    uint64_t n = 0;
+    for (const Drop &d : drops) n += d.of_records ? d.count : 0;
+    return n;
   }
 };
 

@@ -47,6 +47,24 @@ void RuntimeElement::connect(int out_port, OutputTarget t) {
   outputs_[out_port].targets.push_back(t);
 }
 
+void RuntimeElement::stage_connect(int out_port, OutputTarget t) {
+  if (staged_outputs_.empty()) {  // the same ports, unconnected, keeping their reasons
+    staged_outputs_.resize(outputs_.size());
+    for (size_t p = 0; p < outputs_.size(); ++p) staged_outputs_[p].unconnected_reason = outputs_[p].unconnected_reason;
+  }
+  if (out_port >= int(staged_outputs_.size())) staged_outputs_.resize(out_port + 1);
+  staged_outputs_[out_port].targets.push_back(t);
+}
+
+void RuntimeElement::commit_wiring() {
+  if (staged_outputs_.empty()) {  // nothing connected in the new graph
+    for (Output &o : outputs_) o.targets.clear();
+    return;
+  }
+  outputs_.swap(staged_outputs_);
+  staged_outputs_.clear();
+}
+
 void RuntimeElement::set_unconnected_reason(int out_port, const std::string &reason) {
   if (out_port >= int(outputs_.size())) outputs_.resize(out_port + 1);
   outputs_[out_port].unconnected_reason = counters.reason(reason);

@@ -77,19 +77,22 @@ class RuntimeElement {
   // message for the user when the element cannot run.
   virtual void prepare() {}
 
-  // Hot reload (engine/runtime/runtime_reload.cc), run on the control thread
-  // while no segment runs. A kept instance now stands for the same element's
-  // node in the new graph (its arguments are read from there) and loses its
-  // old connections; reconfigure() applies the arguments marked live() that
-  // changed; relink() finds again the instances it refers to (a GCSlicer's
-  // table may be a new one). A migrated element's new instance takes over
-  // the old one's state in adopt_state() (a flow table's flows).
+  // Hot reload (engine/runtime/reload_transaction.cc). Everything that can
+  // fail happens before the switch, while the old graph can still go on:
+  // prepare_reconfigure() (the arguments marked live() that changed, read
+  // from `next`, the element's node in the new graph) and prepare_relink()
+  // (the instances it refers to in the new graph, e.g. a GCSlicer's table,
+  // found through the context, which then describes the new graph) run on
+  // the control thread while no segment runs; each may throw
+  // std::runtime_error (the reload is then abandoned) and returns the change
+  // to apply, or nullptr. At the switch, which cannot fail, a kept instance
+  // is rebound to `next`, its staged wiring replaces its old one, and the
+  // changes run. A migrated element's new instance takes over the old one's
+  // state in adopt_state() (a flow table's flows), on its own thread.
+  using Change = std::function<void()>;
+  virtual Change prepare_reconfigure(const Node &next) { return nullptr; }
+  virtual Change prepare_relink() { return nullptr; }
   void rebind(const Node &n) { node_ = &n; }
-  void disconnect_all() {
-    for (Output &o : outputs_) o.targets.clear();
-  }
-  virtual void reconfigure() {}
-  virtual void relink() {}
   virtual void adopt_state(RuntimeElement &old) {}
   // Flow records arriving on input `port` (a flows stream), counted.
   void receive_flows(int port, FlowBatch &batch) {
@@ -105,6 +108,12 @@ class RuntimeElement {
   // End of input: emit or write whatever the element still holds. Runs once,
   // on the segment's thread, after the last batch, in topological order.
   virtual void flush() {}
+  // After flush(): sends some of what the element still holds (queued
+  // messages); true once nothing is left. Never blocks long (a few ms at most).
+  virtual bool drain_pending(uint64_t now_ns) { return true; }
+  // Gives up what is still held: counted lost, with a reason (e.g. "not sent
+  // before the end" / "not sent before removal").
+  virtual void abandon_pending(const char *why) {}
   // Lines for the run summary beyond the packet counters.
   virtual void report(std::vector<std::string> &lines) const {}
 
@@ -140,8 +149,12 @@ class RuntimeElement {
   void send(int port, PacketBatch &batch) { emit(port, batch); }
   void send_flows(int port, FlowBatch &batch) { emit_flows(port, batch); }
 
-  // Wiring, at setup.
+  // Wiring, at setup. A reload stages the new wiring of an instance that
+  // keeps running meanwhile, and commits it at the switch (a swap: cannot fail).
   void connect(int out_port, OutputTarget t);
+  void stage_connect(int out_port, OutputTarget t);
+  void commit_wiring();
+  void drop_staged_wiring() { staged_outputs_.clear(); }
   size_t output_count() const { return outputs_.size(); }
   const std::vector<OutputTarget> &targets(int out_port) const { return outputs_[out_port].targets; }
 
@@ -199,6 +212,7 @@ class RuntimeElement {
   std::string name_, class_name_;
   int lane_;
   std::vector<Output> outputs_;
+  std::vector<Output> staged_outputs_;  // a reload's wiring until the switch
 };
 
 // What a source's poll produced.

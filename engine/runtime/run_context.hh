@@ -51,6 +51,13 @@ struct RunContext {
         return instances[i];
     return nullptr;
   }
+  // An instance's node in the context's graph (during a reload's prepare
+  // phase: the new graph's); nullptr when the graph has none.
+  const Node *node_of(const RuntimeElement *e) const {
+    for (size_t i = 0; i < instances.size(); ++i)
+      if (instances[i] == e) return &lanes->nodes[i];
+    return nullptr;
+  }
   // Files elements write, so that two never write the same one (a sink
   // replicated per lane without $queue in its name). Throws with a message
   // naming both.

@@ -1,3 +1,4 @@
+// Setting a graph up (memory, DPDK, instances, segments) and running it.
 #include "engine/runtime/runtime.hh"
 
 #include <rte_errno.h>
@@ -9,15 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <cstdio>
-#include <map>
 #include <regex>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
-#include "engine/json_text.hh"
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/dpdk_env.hh"
+#include "engine/runtime/graph_builder.hh"
+#include "engine/runtime/run_report.hh"
 
 namespace sluice {
 
@@ -26,21 +26,10 @@ namespace {
 // Packets a lane can hold besides its rings: receive descriptors, the
 // software-RSS queue, bursts in flight in each element, mempool caches.
 constexpr unsigned kLaneMbufSlack = 8192;
-// The merge of a lane into a shared element.
-constexpr unsigned kMergeCapacity = 4096;
 
 bool is_pci_address(const std::string &s) {
   static const std::regex pci("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
   return std::regex_match(s, pci);
-}
-
-std::string human(double v, const char *unit) {
-  const char *prefix[] = {"", "K", "M", "G", "T"};
-  int i = 0;
-  while (v >= 1000 && i < 4) v /= 1000, ++i;
-  char buf[64];
-  snprintf(buf, sizeof buf, i == 0 ? "%.0f %s%s" : "%.2f %s%s", v, prefix[i], unit);
-  return buf;
 }
 
 }  // namespace
@@ -80,19 +69,23 @@ void RunContext::claim_output_file(const std::string &path, const std::string &e
   output_files.emplace_back(canonical, element);
 }
 
-Runtime::Runtime(const LaneGraph &lg, RunOptions options) : ctx_(lg, std::move(options)) {}
+Runtime::Runtime(std::shared_ptr<const CompiledPipe> pipe, RunOptions options)
+    : ctx_(pipe->lanes, std::move(options)) {
+  if (!ctx_.options.placement) ctx_.options.placement = pipe->placement;
+  running_.pipe = std::move(pipe);
+}
 
 Runtime::~Runtime() {
-  if (jit_thread_.joinable()) jit_thread_.join();
+  programs_.wait();
   request_abort();
-  for (auto &s : segments_) s->join();
-  segments_.clear();
-  elements_.clear();  // sources close their devices
-  channels_.clear();
+  for (auto &s : running_.segments) s->join();
+  running_.segments.clear();
+  running_.elements.clear();  // sources close their devices
+  running_.channels.clear();
 }
 
 RuntimeElement *Runtime::find(const std::string &name) const {
-  for (const auto &e : elements_)
+  for (const auto &e : running_.elements)
     if (e && e->name() == name) return e.get();
   return nullptr;
 }
@@ -102,12 +95,10 @@ bool Runtime::setup(std::string *error) {
   const ElementGraph &g = *lg.graph;
   try {
     // Every class must be able to run.
-    for (const Node &n : lg.nodes) {
-      const Element &e = g.elements[n.element];
-      if (!RuntimeRegistry::global().find(e.spec->name))
-        throw std::runtime_error("element '" + e.name + "' (" + e.spec->name +
+    for (const Node &n : lg.nodes)
+      if (!RuntimeRegistry::global().find(n.spec->name))
+        throw std::runtime_error("element '" + n.name + "' (" + n.spec->name +
                                  ") has no run-time implementation yet; it can be checked and planned, not run");
-    }
 
     // Packet memory per lane: its rings and some slack.
     ctx_.lane_mbufs.assign(lg.lanes.size(), kLaneMbufSlack);
@@ -115,7 +106,7 @@ bool Runtime::setup(std::string *error) {
       const Node &from = lg.nodes[ed.from];
       if (!ed.crosses_segments || from.lane < 0) continue;
       unsigned cap = kMergeCapacity;
-      if (const ResolvedArg *a = from.arg("capacity"); a && g.elements[from.element].spec->is_thread_boundary())
+      if (const ResolvedArg *a = from.arg("capacity"); a && from.spec->is_thread_boundary())
         cap = unsigned(a->value.integer);
       ctx_.lane_mbufs[from.lane] += cap;
     }
@@ -143,7 +134,7 @@ bool Runtime::setup(std::string *error) {
       // Buffers hold 2 KiB frames, or TrafficGen's largest size.
       double room = RTE_MBUF_DEFAULT_DATAROOM;
       for (const Node &n : lg.nodes)
-        if (n.lane == l.id && g.elements[n.element].spec->is_source())
+        if (n.lane == l.id && n.spec->is_source())
           if (const ResolvedArg *sz = n.arg("sizes")) {
             for (const Value &v : sz->value.is_list ? sz->value.items : std::vector<Value>{sz->value})
               if (!v.is_symbol) room = std::max(room, double(v.integer));
@@ -165,7 +156,7 @@ bool Runtime::setup(std::string *error) {
       for (size_t n = 0; n < node_bytes.size(); ++n)
         eal.node_memory_mb.push_back(unsigned(node_bytes[n] * 2 / (1 << 20)) + (n == 0 ? 128 : node_bytes[n] ? 64 : 0));
     for (const Node &n : lg.nodes) {
-      if (g.elements[n.element].spec->name != "RSSSource") continue;
+      if (n.spec->name != "RSSSource") continue;
       const ResolvedArg *dev = n.arg("device");
       if (dev && is_pci_address(dev->value.text)) {
         eal.pci = true;
@@ -176,149 +167,60 @@ bool Runtime::setup(std::string *error) {
     if (!init_eal(eal, error)) return false;
 
     // One instance per node.
-    elements_.resize(lg.nodes.size());
-    for (size_t i = 0; i < lg.nodes.size(); ++i) {
-      const Node &n = lg.nodes[i];
-      elements_[i] = (*RuntimeRegistry::global().find(g.elements[n.element].spec->name))(n, ctx_);
+    std::vector<RuntimeElement *> instances;
+    for (const Node &n : lg.nodes) {
+      running_.elements.push_back(make_instance(n, ctx_));
+      instances.push_back(running_.elements.back().get());
     }
     lane_source_.assign(lg.lanes.size(), nullptr);
     for (size_t i = 0; i < lg.nodes.size(); ++i)
-      if (auto *s = dynamic_cast<SourceElement *>(elements_[i].get())) lane_source_[lg.nodes[i].lane] = s;
-
-    ctx_.lane_sources = lane_source_;
-    for (auto &e : elements_) ctx_.instances.push_back(e.get());
+      if (auto *s = dynamic_cast<SourceElement *>(instances[i])) lane_source_[lg.nodes[i].lane] = s;
     for (const Lane &l : lg.lanes)
       if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
-    std::vector<RuntimeElement *> instances;
-    for (auto &e : elements_) instances.push_back(e.get());
-    build_segments(lg, instances, segments_, channels_);
+    ctx_.lane_sources = lane_source_;
+    ctx_.instances = instances;
+
+    SegmentSet set = make_segments(lg, instances, ctx_.options.placement.get());
+    wire_segments(set, lg, instances, std::vector<bool>(instances.size(), false), ctx_);
+    running_.segments = std::move(set.segments);
+    running_.channels = std::move(set.channels);
     // Sources open their devices or generate their traffic.
-    for (auto &e : elements_)
-      if (auto *s = dynamic_cast<SourceElement *>(e.get())) s->start();
-    for (auto &e : elements_) e->prepare();
+    for (RuntimeElement *e : instances)
+      if (auto *s = dynamic_cast<SourceElement *>(e)) s->start();
+    for (RuntimeElement *e : instances) e->prepare();
   } catch (const std::exception &ex) {
     *error = ex.what();
+    (void)g;
     return false;
   }
   return true;
 }
 
-// One runner per segment of `lg`, on its planned site; within a segment an
-// edge is a direct call, between segments a channel (at setup, and for the
-// next graph of a hot reload).
-void Runtime::build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
-                             std::vector<std::unique_ptr<SegmentRunner>> &segs,
-                             std::vector<std::unique_ptr<Channel>> &chans, KeptChannels *kept) {
-  const ElementGraph &g = *lg.graph;
-  const Placement *plan = ctx_.options.placement.get();
-  for (const Segment &s : lg.segments) {
-    segs.push_back(std::make_unique<SegmentRunner>(s));
-    if (!plan) continue;
-    const SegmentPlacement &sp = plan->segments[size_t(s.id)];
-    ThreadSite site{sp.cpu, sp.node, 0, 0};
-    if (s.role == Segment::Role::Acquisition && plan->acquisition.mode == AcquisitionPolicy::Mode::Periodic)
-      site.deadline_runtime_ns = plan->acquisition.runtime_ns, site.deadline_period_ns = plan->acquisition.period_ns;
-    segs.back()->set_site(site);
+void Runtime::recompile() {
+  std::vector<SegmentRunner *> todo;
+  {
+    std::shared_lock structure(structure_mutex_);
+    for (auto &s : running_.segments)
+      if (s->program() == programs_.interpreter() && !s->done()) todo.push_back(s.get());
   }
-
-  // Edges: within a segment a direct call, between segments a channel.
-  for (const Edge &ed : lg.edges) {
-    RuntimeElement *from = inst[ed.from];
-    RuntimeElement *to = inst[ed.to];
-    if (!ed.crosses_segments) {
-      from->connect(ed.from_port, {to, ed.to_port, nullptr});
-      continue;
-    }
-    const Node &fn = lg.nodes[ed.from];
-    const ElementSpec &fspec = *g.elements[fn.element].spec;
-    bool ring = fspec.is_thread_boundary();
-    StreamType type = fspec.output_port(ed.from_port)->type;
-    unsigned cap = kMergeCapacity;
-    if (const ResolvedArg *a = fn.arg("capacity"); ring && a) cap = unsigned(a->value.integer);
-    std::unique_ptr<Channel> ch;
-    if (kept)  // a reload keeps this channel, and what it holds
-      if (auto k = kept->find({from, ed.from_port, g.elements[lg.nodes[ed.to].element].name}); k != kept->end())
-        ch = std::move(k->second), kept->erase(k);
-    if (!ch) ch = std::make_unique<Channel>(from->name(), type, cap, ctx_.memory_socket(fn.segment));
-    ch->set_source_port(ed.from_port);
-    bool live = fn.lane >= 0 && lane_source_[fn.lane] && lane_source_[fn.lane]->live();
-    const char *full = ring ? "ring full" : type == StreamType::Flows ? "export queue full" : "shared input full";
-    ch->set_overflow(from, from->counters.reason(full, type == StreamType::Flows), !live);
-    ch->set_target({to, ed.to_port, nullptr});
-    from->connect(ed.from_port, {nullptr, 0, ch.get()});
-    segs[fn.segment]->add_output(ch.get());
-    segs[lg.nodes[ed.to].segment]->add_input(ch.get());
-    chans.push_back(std::move(ch));
-  }
-  for (const Segment &s : lg.segments) {
-    SegmentRunner &r = *segs[s.id];
-    for (int v : s.nodes) {
-      RuntimeElement *e = inst[v];
-      r.add_element(e);
-      if (auto *src = dynamic_cast<SourceElement *>(e)) {
-        r.add_source(src);
-        if (const ResolvedArg *b = lg.nodes[v].arg("burst")) r.set_burst(unsigned(b->value.integer));
-      }
-    }
-  }
-}
-
-std::string Runtime::where_it_ran(const SegmentRunner &seg) const {
-  const SegmentPlacement &sp = ctx_.options.placement->segments[size_t(seg.segment().id)];
-  std::vector<int> seen = seg.cpus_seen();
-  std::sort(seen.begin(), seen.end());
-  std::string out = "planned cpu " + std::to_string(sp.cpu) + ", ran on cpu" + (seen.size() == 1 ? " " : "s ") +
-                    format_cpu_list(seen);
-  out += dpdk_socket_for_node(sp.node) == sp.node
-             ? "; memory on node " + std::to_string(sp.node)
-             : "; memory anywhere (DPDK has none on node " + std::to_string(sp.node) + ")";
-  if (!seg.settlement().note.empty()) out += "; " + seg.settlement().note;
-  else if (seg.settlement().deadline) out += "; SCHED_DEADLINE";
-  return out + "; " + program_summary(seg);
-}
-
-std::vector<const RuntimeElement *> Runtime::lane_elements(int lane) const {
-  std::vector<const RuntimeElement *> out;
-  for (const RuntimeElement *e : all_instances())
-    if (e->lane() == lane) out.push_back(e);
-  return out;
-}
-
-std::string Runtime::status_line(double t, std::vector<uint64_t> &last_pkts, std::vector<uint64_t> &last_bytes,
-                                 double dt) const {
-  std::string line;
-  char head[32];
-  snprintf(head, sizeof head, "[%6.1fs]", t);
-  line = head;
-  for (size_t l = 0; l < lane_source_.size(); ++l) {
-    uint64_t pkts = lane_source_[l]->counters.in.get(), bytes = lane_source_[l]->received_bytes();
-    uint64_t drops = 0;
-    for (const RuntimeElement *e : lane_elements(int(l))) drops += e->counters.dropped();
-    double pps = double(pkts - last_pkts[l]) / dt, bps = double(bytes - last_bytes[l]) * 8 / dt;
-    last_pkts[l] = pkts, last_bytes[l] = bytes;
-    line += (l ? " | lane " : " lane ") + std::to_string(l) + ": " + human(pps, "pps") + " " + human(bps, "bit/s") +
-            " drops " + std::to_string(drops);
-  }
-  return line;
+  programs_.compile_in_background(std::move(todo));
 }
 
 void Runtime::run() {
   auto t0 = std::chrono::steady_clock::now();
-  for (auto &s : segments_) {
-    auto it = compiled_.find(s.get());
-    s->start(it != compiled_.end() && it->second.program ? it->second.program : &interpreter_);
-  }
+  for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   if (on_started_) on_started_();
 
-  std::vector<uint64_t> last_pkts(lane_source_.size()), last_bytes(lane_source_.size());
-  auto last = t0;
+  StatusLine status(*this);
   auto all_done = [&] {
     std::shared_lock structure(structure_mutex_);  // a reload may be swapping the segments
-    return std::all_of(segments_.begin(), segments_.end(), [](const auto &s) { return s->done(); });
+    return std::all_of(running_.segments.begin(), running_.segments.end(), [](const auto &s) { return s->done(); });
   };
+  auto last = t0;
   while (!all_done()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (on_tick_) on_tick_();
+    retired_.service(mono_ns());
     auto now = std::chrono::steady_clock::now();
     double t = std::chrono::duration<double>(now - t0).count();
     if (ctx_.options.duration_ns && t * 1e9 >= double(ctx_.options.duration_ns)) request_stop();
@@ -326,162 +228,16 @@ void Runtime::run() {
     if (dt >= 1.0) {
       if (ctx_.options.status_line) {
         std::shared_lock structure(structure_mutex_);
-        std::string line = status_line(t, last_pkts, last_bytes, dt) + "\n";
+        std::string line = status.line(t, dt) + "\n";
         (void)!write(ctx_.options.status_fd, line.data(), line.size());
       }
       last = now;
     }
   }
-  for (auto &s : segments_) s->join();
-  if (jit_thread_.joinable()) jit_thread_.join();
+  for (auto &s : running_.segments) s->join();
+  programs_.wait();
+  retired_.finish();  // what replaced instances still hold goes out, or is counted lost
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::vector<const RuntimeElement *> Runtime::all_instances() const {
-  std::vector<const RuntimeElement *> out;
-  for (const auto &e : elements_) out.push_back(e.get());
-  for (const auto &e : retired_elements_) out.push_back(e.get());
-  return out;
-}
-
-RunTotals Runtime::totals() const {
-  RunTotals t;
-  for (const RuntimeElement *e : all_instances()) {
-    if (auto *s = dynamic_cast<const SourceElement *>(e)) {
-      t.received += s->counters.in.get();
-      std::vector<std::pair<std::string, uint64_t>> dd;
-      s->device_drops(dd);
-      for (auto &[r, n] : dd) t.received += n, t.dropped += n;
-    }
-    t.copies += e->counters.copies.get();
-    t.absorbed += e->counters.absorbed.get();
-    t.dropped += e->counters.dropped();
-  }
-  return t;
-}
-
-std::string Runtime::summary() const {
-  std::ostringstream o;
-  const LaneGraph &lg = ctx_.graph();
-  char buf[256];
-  auto element_rows = [&](int lane) {
-    snprintf(buf, sizeof buf, "  %-32s %12s %12s %12s %12s\n", "element", "in", "out", "absorbed", "dropped");
-    o << buf;
-    for (const RuntimeElement *e : lane_elements(lane)) {
-      const ElementCounters &c = e->counters;
-      std::string name = retired(e) ? e->name() + " (replaced)" : e->name();
-      snprintf(buf, sizeof buf, "  %-32s %12llu %12llu %12llu %12llu\n", name.c_str(),
-               (unsigned long long)c.in.get(), (unsigned long long)c.out.get(),
-               (unsigned long long)c.absorbed.get(), (unsigned long long)c.dropped());
-      o << buf;
-      for (size_t r = 0; r < c.reasons.size(); ++r)
-        if (c.drops[r].get())
-          o << "      " << (c.of_records[r] ? "records lost, " : "dropped, ") << c.reasons[r] << ": " << c.drops[r].get() << "\n";
-      if (c.records_in.get() || c.records_out.get() || c.records_absorbed.get())
-        o << "      flow records: in " << c.records_in.get() << ", out " << c.records_out.get()
-          << (c.records_absorbed.get() ? ", written or exported " + std::to_string(c.records_absorbed.get()) : "") << "\n";
-      if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
-        std::vector<std::pair<std::string, uint64_t>> dd;
-        s->device_drops(dd);
-        for (auto &[r, n] : dd)
-          if (n) o << "      lost at the device, " << r << ": " << n << "\n";
-      }
-      std::vector<std::string> lines;
-      e->report(lines);
-      for (const std::string &l : lines) o << "      " << l << "\n";
-    }
-  };
-  snprintf(buf, sizeof buf, "== run summary: %.2f s\n", elapsed_s_);
-  o << buf;
-  for (const Lane &l : lg.lanes) {
-    const SourceElement *s = lane_source_[l.id];
-    uint64_t pkts = s->counters.in.get(), bytes = s->received_bytes();
-    o << "lane " << l.id << ": received " << pkts << " packets, " << bytes << " bytes ("
-      << human(elapsed_s_ > 0 ? double(pkts) / elapsed_s_ : 0, "pps") << ")\n";
-    element_rows(l.id);
-  }
-  if (std::any_of(elements_.begin(), elements_.end(), [](const auto &e) { return e->lane() < 0; })) {
-    o << "shared:\n";
-    element_rows(-1);
-  }
-  if (const Placement *plan = ctx_.options.placement.get()) {
-    o << "placement (host " << plan->host << "):\n";
-    for (const auto &seg : segments_) o << "  " << seg->label() << ": " << where_it_ran(*seg) << "\n";
-  }
-  RunTotals t = totals();
-  o << "accounting: received " << t.received << " + copies " << t.copies << " = absorbed " << t.absorbed
-    << " + dropped " << t.dropped << (t.balanced() ? ": every packet accounted for\n" : ": MISMATCH\n");
-  return o.str();
-}
-
-
-// Every instance, replaced ones marked, with its counters and drops by
-// reason: the "elements" of --stats-json and `sluice ctl stats --json`.
-std::string Runtime::elements_json() const {
-  std::ostringstream o;
-  o << "[";
-  bool first = true;
-  for (const RuntimeElement *e : all_instances()) {
-    const ElementCounters &c = e->counters;
-    o << (first ? "\n  " : ",\n  ") << "{\"name\": " << json_string(e->name()) << ", \"class\": "
-      << json_string(e->class_name()) << ", \"lane\": " << e->lane()
-      << (retired(e) ? ", \"replaced\": true" : "") << ", \"in\": " << c.in.get()
-      << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
-      << ", \"bytes\": " << c.in_bytes.get() << ", \"records_in\": " << c.records_in.get()
-      << ", \"records_out\": " << c.records_out.get() << ", \"records_absorbed\": " << c.records_absorbed.get()
-      << ", \"drops\": {";
-    bool fr = true;
-    for (size_t r = 0; r < c.reasons.size(); ++r) {
-      o << (fr ? "" : ", ") << json_string(c.reasons[r]) << ": " << c.drops[r].get();
-      fr = false;
-    }
-    if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
-      std::vector<std::pair<std::string, uint64_t>> dd;
-      s->device_drops(dd);
-      for (auto &[r, n] : dd) {
-        o << (fr ? "" : ", ") << json_string(r) << ": " << n;
-        fr = false;
-      }
-    }
-    o << "}}";
-    first = false;
-  }
-  o << "\n]";
-  return o.str();
-}
-
-std::string Runtime::summary_json() const {
-  std::ostringstream o;
-  RunTotals t = totals();
-  o << "{\"elapsed_s\": " << elapsed_s_ << ", \"received\": " << t.received << ", \"copies\": " << t.copies
-    << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
-    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
-  for (size_t l = 0; l < lane_source_.size(); ++l)
-    o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << lane_source_[l]->counters.in.get()
-      << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";
-  o << "],\n \"elements\": " << elements_json();
-  o << ",\n \"segments\": [";
-  const Placement *plan = ctx_.options.placement.get();
-  for (size_t i = 0; i < segments_.size(); ++i) {
-    const SegmentRunner &seg = *segments_[i];
-    const Segment &s = seg.segment();
-    const SegmentPlacement *sp = plan ? &plan->segments[size_t(s.id)] : nullptr;
-    o << (i ? ",\n  " : "\n  ") << "{\"segment\": " << s.id << ", \"lane\": " << s.lane << ", \"role\": \""
-      << segment_role_name(s.role) << "\", \"planned_cpu\": " << (sp ? sp->cpu : -1)
-      << ", \"node\": " << (sp ? sp->node : -1) << ", \"ran_on\": [";
-    for (size_t k = 0; k < seg.cpus_seen().size(); ++k) o << (k ? ", " : "") << seg.cpus_seen()[k];
-    o << "], \"pinned\": " << (seg.settlement().pinned ? "true" : "false")
-      << ", \"deadline\": " << (seg.settlement().deadline ? "true" : "false")
-      << ", \"note\": " << json_string(seg.settlement().note);
-    // the loop it ended on, and how long the JIT took to compile it
-    std::lock_guard lock(jit_mutex_);
-    auto c = compiled_.find(&seg);
-    o << ", \"program\": \"" << (seg.program() ? seg.program()->kind() : "none") << "\", \"compile_ms\": "
-      << (c != compiled_.end() && c->second.program ? c->second.ms : -1)
-      << ", \"compilations\": " << (c != compiled_.end() ? c->second.compilations : 0) << "}";
-  }
-  o << "\n]}\n";
-  return o.str();
 }
 
 }  // namespace sluice

@@ -1,22 +1,30 @@
-// Running a lane graph: one instance per node, a channel per edge between
-// segments, a thread per segment, a status line while it runs and a summary
-// of every packet's fate at the end.
+// Running a compiled graph: one instance per node, a channel per edge
+// between segments, a thread per segment, a status line while it runs and a
+// summary of every packet's fate at the end.
+//
+// The runtime is made of named parts, each in its own files:
+//   graph_builder     instances, segments and channels for a lane graph (setup, reload)
+//   runtime.cc        setup, the run loop and its status line
+//   program_cache     the JIT's fused loops: compiled, swapped in, let go
+//   reload_transaction  a hot reload, one method per phase
+//   retired_elements  instances a reload replaced: drained, then released,
+//                     their counters kept
+//   run_report        the summary, its JSON, the accounting
 #pragma once
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
-#include <thread>
-#include <tuple>
 #include <vector>
 
-#include "dsl/source.hh"
+#include "engine/driver/compile_pipe.hh"
 #include "engine/reload/reload_plan.hh"
 #include "engine/runtime/channel.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/program_cache.hh"
 #include "engine/runtime/reload_stats.hh"
+#include "engine/runtime/retired_elements.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/runtime/segment.hh"
 
@@ -31,15 +39,6 @@ struct RunTotals {
   bool balanced() const { return received + copies == absorbed + dropped; }
 };
 
-// A graph compiled for a hot reload. It lives as long as the run: instances
-// point into it.
-struct CompiledGraph {
-  SourceManager sources;
-  ElementGraph graph;
-  LaneGraph lanes;
-  std::shared_ptr<const Placement> placement;  // null: threads anywhere
-};
-
 // What a hot reload did. When !applied the old graph runs on, untouched.
 struct ReloadOutcome {
   bool applied = false;
@@ -48,39 +47,47 @@ struct ReloadOutcome {
   std::vector<uint64_t> lane_pause_ns;  // per lane: no new batch between these two instants
 };
 
+// What runs: the compiled graph its instances point into, the instances (by
+// node index), the channels between segments and the segment threads. A
+// reload replaces the whole of it at once.
+struct RunningGraph {
+  std::shared_ptr<const CompiledPipe> pipe;
+  std::vector<std::unique_ptr<RuntimeElement>> elements;
+  std::vector<std::unique_ptr<Channel>> channels;
+  std::vector<std::unique_ptr<SegmentRunner>> segments;
+};
+
 class Runtime {
  public:
-  Runtime(const LaneGraph &lg, RunOptions options);
+  Runtime(std::shared_ptr<const CompiledPipe> pipe, RunOptions options);
   ~Runtime();
 
   // Builds instances, channels and segments, initializes DPDK and starts the
   // sources. Returns false with *error (naming the element) on failure.
   bool setup(std::string *error);
-  // Runs until every segment has drained. Prints the status line.
+  // Runs until every segment has drained, then lets replaced instances
+  // finish. Prints the status line.
   void run();
   // Asks sources to stop (Ctrl-C, --duration): the run then drains.
   void request_stop() { ctx_.stop_sources.store(true); }
   void request_abort() { ctx_.stop_sources.store(true); ctx_.stop_now.store(true); }
 
-  // The summary: per lane and per element.
+  // The summary, its JSON and the totals (run_report.cc).
   std::string summary() const;
-  // The same as JSON, for tools and tests: lanes, elements with counters and
-  // drops by reason, totals.
   std::string summary_json() const;
   // Its "elements" array, also for `sluice ctl stats --json`.
   std::string elements_json() const;
   RunTotals totals() const;
-  const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return elements_; }
-  // Instances reloads replaced: their counters still count (metrics add them
-  // to their successor's, so that counters never go back).
-  std::vector<const RuntimeElement *> replaced_instances() const {
-    std::vector<const RuntimeElement *> out;
-    for (const auto &e : retired_elements_) out.push_back(e.get());
-    return out;
-  }
+
+  const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return running_.elements; }
+  const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return running_.segments; }
+  const std::vector<SourceElement *> &lane_sources() const { return lane_source_; }
   RuntimeElement *find(const std::string &name) const;
-  // The segment threads (for swapping their programs: JIT, reload).
-  const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return segments_; }
+  // Instances reloads replaced, by element name and lane: counters summed,
+  // so that totals and metrics never go back.
+  std::vector<RetiredTotal> replaced() const { return retired_.totals(); }
+  // Replaced instances still held (draining what they hold), for tests.
+  size_t replaced_held() const { return retired_.held(); }
   // Called by run() once the threads have started (tests, control plane).
   void on_started(std::function<void()> f) { on_started_ = std::move(f); }
   // Called by run() every 10 ms on its thread (a SIGHUP reload).
@@ -88,111 +95,54 @@ class Runtime {
   double elapsed_s() const { return elapsed_s_; }
   // The lane graph, options and lane sources (control plane: plan, stats).
   const RunContext &context() const { return ctx_; }
-  // Hot reload calls this once per attempt, applied or not, with each lane's
-  // pause; the metrics endpoint reads reload_stats().
   void record_reload(bool applied, const std::vector<uint64_t> &lane_pause_ns) {
     reload_stats_.record(applied, lane_pause_ns);
   }
   const ReloadStats &reload_stats() const { return reload_stats_; }
 
-  // The JIT (DESIGN §8). With a compiler set, compile_programs() compiles
-  // every segment's loop before run() (which starts the segments on them),
-  // on a thread of its own on `cpu` (the housekeeping cpu; -1: any), and
-  // fails on the first segment that cannot be compiled. After a hot reload,
-  // and after a handler write changed an element's configuration (its
-  // segment runs the interpreter meanwhile), the segments are compiled
-  // again in the background and switch over between two batches.
-  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) {
-    compiler_ = std::move(compiler);
-    compiler_cpu_ = cpu;
+  // The JIT (DESIGN §8, program_cache.hh). With a compiler set,
+  // compile_programs() compiles every segment's loop before run() (which
+  // starts the segments on them) and fails on the first segment that cannot
+  // be compiled. After a hot reload, and after a handler write changed an
+  // element's configuration, segments are compiled again in the background.
+  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) { programs_.set_compiler(std::move(compiler), cpu); }
+  bool compile_programs(std::string *error, std::vector<std::string> *ir = nullptr) {
+    return programs_.compile_all(running_.segments, error, ir);
   }
-  bool compile_programs(std::string *error, std::vector<std::string> *ir = nullptr);
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter; then, from any other thread,
   // recompile() compiles what runs the interpreter again.
-  void drop_compiled(const RuntimeElement *e);
+  void drop_compiled(const RuntimeElement *e) { programs_.drop_compiled(running_.segments, e); }
   void recompile();
-  // Per segment, for the summary: how long its loop took to compile (ms, <0:
-  // not compiled).
-  struct CompiledLoop {
-    SegmentProgram *program = nullptr;
-    double ms = -1;
-    std::string error;
-    unsigned compilations = 0;  // loops compiled for the segment so far
-  };
-  // Fused loops held (tests: old ones are let go).
-  size_t programs_held() const {
-    std::lock_guard lock(jit_mutex_);
-    return programs_.size();
-  }
-  CompiledLoop compiled_loop(const SegmentRunner &seg) const {
-    std::lock_guard lock(jit_mutex_);
-    auto it = compiled_.find(&seg);
-    return it == compiled_.end() ? CompiledLoop{} : it->second;
-  }
+  using CompiledLoop = ProgramCache::CompiledLoop;
+  size_t programs_held() const { return programs_.held(); }
+  CompiledLoop compiled_loop(const SegmentRunner &seg) const { return programs_.compiled_loop(seg); }
 
-  // Hot reload (runtime_reload.cc): replaces the running graph by `next`
-  // following plan_reload(): kept instances stay with their state, migrated
-  // ones hand it to their new instance, removed ones flush. Every segment
-  // stops at a batch boundary (upstream first, so rings drain through the
-  // old graph), the new segments start, the pause of each lane is measured.
-  // Anything that fails before the switch leaves the old graph running. With
-  // dry_run only the plan is made. One reload at a time; any thread but a
-  // segment's.
-  ReloadOutcome reload(std::shared_ptr<CompiledGraph> next, bool dry_run);
+  // Hot reload (reload_transaction.cc): replaces the running graph by
+  // `next` following plan_reload(). Everything that can fail happens before
+  // the switch, and a failure leaves the old graph running, untouched; the
+  // switch itself cannot fail. With dry_run only the plan is made. One
+  // reload at a time; any thread but a segment's.
+  ReloadOutcome reload(std::shared_ptr<const CompiledPipe> next, bool dry_run);
   // Held (shared) by whoever walks elements() or segments() from another
   // thread (control, metrics); a reload holds it exclusively while it swaps
   // them.
   std::shared_lock<std::shared_mutex> structure_lock() const { return std::shared_lock(structure_mutex_); }
 
  private:
-  std::string status_line(double t, std::vector<uint64_t> &last_pkts, std::vector<uint64_t> &last_bytes,
-                          double dt) const;
-  std::vector<const RuntimeElement *> lane_elements(int lane) const;
-  // The running instances, then those reloads replaced (counted in the totals).
-  std::vector<const RuntimeElement *> all_instances() const;
-  bool retired(const RuntimeElement *e) const {
-    for (const auto &r : retired_elements_)
-      if (r.get() == e) return true;
-    return false;
-  }
-  // For the summary: planned and actual cpus, memory node, scheduling.
-  std::string where_it_ran(const SegmentRunner &seg) const;
-  // Channels a reload keeps, with what they hold: by producer instance, its
-  // port, and the name of the element they lead to.
-  using KeptChannels = std::map<std::tuple<RuntimeElement *, int, std::string>, std::unique_ptr<Channel>>;
-  void build_segments(const LaneGraph &lg, const std::vector<RuntimeElement *> &inst,
-                      std::vector<std::unique_ptr<SegmentRunner>> &segs, std::vector<std::unique_ptr<Channel>> &chans,
-                      KeptChannels *kept = nullptr);
+  friend class ReloadTransaction;
+  friend class RunReport;
 
   RunContext ctx_;
-  std::vector<std::unique_ptr<RuntimeElement>> elements_;  // by node index
-  std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<std::unique_ptr<SegmentRunner>> segments_;
-  std::vector<SourceElement *> lane_source_;  // by lane
-  InterpretedProgram interpreter_;
-  // The JIT's programs, by the segment they were compiled for, and what each
-  // segment got. A program goes when nothing can run it any more: its
-  // segment switched away from it on its own thread, or ended in a reload.
-  std::shared_ptr<ProgramCompiler> compiler_;
-  int compiler_cpu_ = -1;
-  mutable std::mutex jit_mutex_;
-  std::vector<std::pair<const SegmentRunner *, std::unique_ptr<SegmentProgram>>> programs_;  // under jit_mutex_
-  void forget_retired_segments();  // after a reload replaced segments_
-  std::map<const SegmentRunner *, CompiledLoop> compiled_;  // under jit_mutex_
-  std::map<const SegmentRunner *, uint64_t> config_epoch_;  // under jit_mutex_: bumped by drop_compiled
-  std::thread jit_thread_;
-  void compile_in_background();
-  std::string program_summary(const SegmentRunner &seg) const;
+  RunningGraph running_;
+  std::vector<SourceElement *> lane_source_;  // by lane; sources outlive reloads
+  ProgramCache programs_;
+  RetiredElements retired_;
   double elapsed_s_ = 0;
   std::function<void()> on_started_, on_tick_;
   ReloadStats reload_stats_;
   std::mutex reload_mutex_;
   mutable std::shared_mutex structure_mutex_;
-  // What reloads replaced, kept to the end: the graphs instances point into,
-  // and the instances (their counters are part of the run's accounting).
-  std::vector<std::shared_ptr<CompiledGraph>> generations_;
-  std::vector<std::unique_ptr<RuntimeElement>> retired_elements_;
 };
 
 }  // namespace sluice

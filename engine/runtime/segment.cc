@@ -45,7 +45,7 @@ bool InterpretedProgram::step(SegmentRunner &seg) {
   return work;
 }
 
-SegmentRunner::~SegmentRunner() { join(); }
+SegmentRunner::~SegmentRunner() { cancel(); }
 
 std::string SegmentRunner::label() const {
   std::string s = seg_->lane < 0 ? "shared" : "lane " + std::to_string(seg_->lane);
@@ -60,6 +60,37 @@ void SegmentRunner::add_element(RuntimeElement *e) {
 void SegmentRunner::start(SegmentProgram *program) {
   program_.store(program, std::memory_order_release);
   thread_ = std::thread([this] { run(); });
+}
+
+void SegmentRunner::launch() {
+  gate_ = Gate::Closed;
+  thread_ = std::thread([this] {
+    {
+      std::unique_lock lock(gate_mutex_);
+      gate_cv_.wait(lock, [this] { return gate_ != Gate::Closed; });
+      if (gate_ == Gate::Cancelled) {
+        done_.store(true, std::memory_order_release);
+        return;
+      }
+    }
+    run();
+  });
+}
+
+void SegmentRunner::open_gate(SegmentProgram *program) {
+  program_.store(program, std::memory_order_release);
+  std::lock_guard lock(gate_mutex_);
+  gate_ = Gate::Open;
+  gate_cv_.notify_all();
+}
+
+void SegmentRunner::cancel() {
+  {
+    std::lock_guard lock(gate_mutex_);
+    if (gate_ == Gate::Closed) gate_ = Gate::Cancelled;
+    gate_cv_.notify_all();
+  }
+  join();
 }
 
 void SegmentRunner::join() {

@@ -69,10 +69,13 @@ class SegmentRunner {
 
   // Wiring, at setup.
   void add_source(SourceElement *s) { sources_.push_back({s, false}); }
-  void add_input(Channel *c) {
+  // bind_doorbell false: the channel is still another segment's (a reload
+  // takes it over at the switch, bind_input_doorbell() then).
+  void add_input(Channel *c, bool bind_doorbell = true) {
     inputs_.push_back(c);
-    c->set_consumer_doorbell(&doorbell_);
+    if (bind_doorbell) c->set_consumer_doorbell(&doorbell_);
   }
+  void bind_input_doorbell(Channel *c) { c->set_consumer_doorbell(&doorbell_); }
   void add_output(Channel *c) { outputs_.push_back(c); }
   void add_element(RuntimeElement *e);
   void set_burst(unsigned b) { burst_ = b; }
@@ -80,6 +83,12 @@ class SegmentRunner {
   void set_site(const ThreadSite &site) { site_ = site; }
 
   void start(SegmentProgram *program);
+  // A reload's segments: the thread is made before the switch (making it
+  // can fail) and waits; open_gate() lets it run `program`, cancel() ends it
+  // without running anything.
+  void launch();
+  void open_gate(SegmentProgram *program);
+  void cancel();
   void join();
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Swaps the loop body at the next batch boundary.
@@ -161,6 +170,10 @@ class SegmentRunner {
   bool retired_ = false;        // set and read on the thread
   std::vector<std::function<void()>> start_jobs_;
   std::atomic<uint64_t> loop_started_ns_{0};
+  enum class Gate { Closed, Open, Cancelled };
+  std::mutex gate_mutex_;
+  std::condition_variable gate_cv_;
+  Gate gate_ = Gate::Open;
   std::thread thread_;
 };
 

@@ -194,7 +194,7 @@ TEST_CASE("segment: call() runs jobs on the segment's thread, times out when it 
   RunOptions o;
   o.eal_args = {"--no-huge"};
   o.status_line = false;
-  Runtime rt(c->lanes, o);
+  Runtime rt(c->pipe, o);
   std::string err;
   REQUIRE(rt.setup(&err));
   REQUIRE(rt.segments().size() == 2);
@@ -248,7 +248,7 @@ TEST_CASE("metrics: Runtime::record_reload feeds sluice_reloads_total and the pa
   RunOptions o;
   o.eal_args = {"--no-huge"};
   o.status_line = false;
-  Runtime rt(c->lanes, o);
+  Runtime rt(c->pipe, o);
   std::string err;
   REQUIRE(rt.setup(&err));
   rt.run();

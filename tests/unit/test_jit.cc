@@ -43,7 +43,7 @@ std::vector<std::string> element_calls(const std::string &ir) {
   return found;
 }
 
-std::shared_ptr<CompiledGraph> compile_text(const std::string &text) {
+std::shared_ptr<CompiledPipe> compile_text(const std::string &text) {
   std::string diags;
   auto c = test::compile_graph(text, &diags);
   INFO(diags);
@@ -53,7 +53,7 @@ std::shared_ptr<CompiledGraph> compile_text(const std::string &text) {
 
 // A graph running in this process with fused loops.
 struct FusedProbe {
-  std::shared_ptr<CompiledGraph> graph;
+  std::shared_ptr<CompiledPipe> graph;
   std::unique_ptr<Runtime> rt;
   std::thread runner;
 
@@ -62,7 +62,7 @@ struct FusedProbe {
     opts.eal_args = {"--no-huge"};
     opts.status_line = false;
     opts.jit = true;
-    rt = std::make_unique<Runtime>(graph->lanes, opts);
+    rt = std::make_unique<Runtime>(graph, opts);
     std::string err;
     REQUIRE(rt->setup(&err));
     std::shared_ptr<ProgramCompiler> jit = make_segment_jit({}, &err);

@@ -39,7 +39,7 @@ std::string graph_b(const std::string &log) {
   return probe(log, "not arp", "capacity 128K, idle 20s, active 20min");
 }
 
-std::shared_ptr<CompiledGraph> compile(const std::string &text, std::string *diagnostics) {
+std::shared_ptr<CompiledPipe> compile(const std::string &text, std::string *diagnostics) {
   return test::compile_graph(text, diagnostics, "reload.pipe");
 }
 
@@ -73,7 +73,7 @@ uint64_t packets_in_records(const std::vector<std::string> &csv) {
 // A graph running in this process on its own thread; a failed REQUIRE
 // aborts the run before the test leaves.
 struct RunningProbe {
-  std::shared_ptr<CompiledGraph> graph;
+  std::shared_ptr<CompiledPipe> graph;
   std::unique_ptr<Runtime> rt;
   std::thread runner;
 
@@ -85,7 +85,7 @@ struct RunningProbe {
     RunOptions opts;
     opts.eal_args = {"--no-huge"};
     opts.status_line = false;
-    rt = std::make_unique<Runtime>(graph->lanes, opts);
+    rt = std::make_unique<Runtime>(graph, opts);
     std::string err;
     REQUIRE(rt->setup(&err));
     runner = std::thread([this] { rt->run(); });

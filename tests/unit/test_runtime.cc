@@ -29,7 +29,7 @@ struct RingFixture {
     REQUIRE(c->ok);
     RunOptions o;
     o.eal_args = {"--no-huge"};
-    rt = std::make_unique<Runtime>(c->lanes, o);
+    rt = std::make_unique<Runtime>(c->pipe, o);
     std::string err;
     REQUIRE(rt->setup(&err));
     ring = rt->find("r#0");
@@ -128,7 +128,7 @@ TEST_CASE("segment: the loop is swapped between batches, element state stays", "
   o.eal_args = {"--no-huge"};
   o.status_line = false;
   o.duration_ns = 1'500'000'000ull;
-  Runtime rt(c->lanes, o);
+  Runtime rt(c->pipe, o);
   std::string err;
   REQUIRE(rt.setup(&err));
   REQUIRE(rt.segments().size() == 2);

@@ -1,13 +1,10 @@
-// The runtime's side of the JIT (engine/jit/segment_jit.hh): compiling the
-// segments' loops off the data path, switching segments to them, and back
-// to the interpreter when an element's configuration changes.
+#include "engine/runtime/program_cache.hh"
+
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
-
-#include "engine/runtime/runtime.hh"
 
 namespace sluice {
 
@@ -32,14 +29,21 @@ std::string ms_text(double ms) {
 
 }  // namespace
 
-bool Runtime::compile_programs(std::string *error, std::vector<std::string> *ir) {
+SegmentProgram *ProgramCache::program_for(const SegmentRunner &seg) {
+  std::lock_guard lock(mutex_);
+  auto it = compiled_.find(&seg);
+  return it != compiled_.end() && it->second.program ? it->second.program : &interpreter_;
+}
+
+bool ProgramCache::compile_all(const std::vector<std::unique_ptr<SegmentRunner>> &segments, std::string *error,
+                               std::vector<std::string> *ir) {
   if (!compiler_) return true;
   std::string failed;
   std::thread t([&] {
     compile_here(compiler_cpu_);
-    for (auto &s : segments_) {
+    for (auto &s : segments) {
       ProgramCompiler::Result r = compiler_->compile(*s, ir != nullptr);
-      std::lock_guard lock(jit_mutex_);
+      std::lock_guard lock(mutex_);
       if (!r.program) {
         failed = s->label() + ": " + r.error;
         return;
@@ -55,9 +59,9 @@ bool Runtime::compile_programs(std::string *error, std::vector<std::string> *ir)
   return false;
 }
 
-void Runtime::drop_compiled(const RuntimeElement *e) {
-  std::lock_guard lock(jit_mutex_);
-  for (auto &s : segments_)
+void ProgramCache::drop_compiled(const std::vector<std::unique_ptr<SegmentRunner>> &segments, const RuntimeElement *e) {
+  std::lock_guard lock(mutex_);
+  for (auto &s : segments)
     for (const RuntimeElement *x : s->elements())
       if (x == e) {
         ++config_epoch_[s.get()];  // a compilation under way read the old value
@@ -71,29 +75,21 @@ void Runtime::drop_compiled(const RuntimeElement *e) {
       }
 }
 
-void Runtime::forget_retired_segments() {
-  std::lock_guard lock(jit_mutex_);
-  auto running = [this](const SegmentRunner *r) {
-    return std::any_of(segments_.begin(), segments_.end(), [r](const auto &s) { return s.get() == r; });
+void ProgramCache::forget_all_but(const std::vector<std::unique_ptr<SegmentRunner>> &running) {
+  std::lock_guard lock(mutex_);
+  auto runs = [&](const SegmentRunner *r) {
+    return std::any_of(running.begin(), running.end(), [r](const auto &s) { return s.get() == r; });
   };
-  std::erase_if(programs_, [&](const auto &p) { return !running(p.first); });
-  std::erase_if(compiled_, [&](const auto &c) { return !running(c.first); });
-  std::erase_if(config_epoch_, [&](const auto &c) { return !running(c.first); });
+  std::erase_if(programs_, [&](const auto &p) { return !runs(p.first); });
+  std::erase_if(compiled_, [&](const auto &c) { return !runs(c.first); });
+  std::erase_if(config_epoch_, [&](const auto &c) { return !runs(c.first); });
 }
 
-void Runtime::recompile() { compile_in_background(); }
-
-void Runtime::compile_in_background() {
+void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   if (!compiler_) return;
-  if (jit_thread_.joinable()) jit_thread_.join();
-  std::vector<SegmentRunner *> todo;
-  {
-    std::shared_lock structure(structure_mutex_);
-    for (auto &s : segments_)
-      if (s->program() == &interpreter_ && !s->done()) todo.push_back(s.get());
-  }
+  wait();
   if (todo.empty()) return;
-  jit_thread_ = std::thread([this, todo] {
+  thread_ = std::thread([this, todo] {
     compile_here(compiler_cpu_);
     for (SegmentRunner *s : todo) {
       // A handler write during the compilation changed constants it read:
@@ -101,11 +97,11 @@ void Runtime::compile_in_background() {
       for (int attempt = 0; attempt < 3; ++attempt) {
         uint64_t epoch;
         {
-          std::lock_guard lock(jit_mutex_);
+          std::lock_guard lock(mutex_);
           epoch = config_epoch_[s];
         }
         ProgramCompiler::Result r = compiler_->compile(*s, false);
-        std::lock_guard lock(jit_mutex_);
+        std::lock_guard lock(mutex_);
         unsigned n = compiled_[s].compilations + 1;
         if (!r.program) {
           compiled_[s] = {nullptr, r.compile_ms, r.error, n};
@@ -124,8 +120,14 @@ void Runtime::compile_in_background() {
   });
 }
 
-std::string Runtime::program_summary(const SegmentRunner &seg) const {
-  std::lock_guard lock(jit_mutex_);
+ProgramCache::CompiledLoop ProgramCache::compiled_loop(const SegmentRunner &seg) const {
+  std::lock_guard lock(mutex_);
+  auto it = compiled_.find(&seg);
+  return it == compiled_.end() ? CompiledLoop{} : it->second;
+}
+
+std::string ProgramCache::describe(const SegmentRunner &seg) const {
+  std::lock_guard lock(mutex_);
   auto c = compiled_.find(&seg);
   bool jit = seg.program() && seg.program() != &interpreter_;
   if (jit && c != compiled_.end())

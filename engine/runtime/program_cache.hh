@@ -1,0 +1,79 @@
+// The runtime's side of the JIT (engine/jit/segment_jit.hh): the fused
+// loops of the running segments, compiled off the data path, swapped in
+// between two batches, swapped out (back to the interpreter) when an
+// element's configuration changes, and let go when nothing can run them.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/runtime/segment.hh"
+
+namespace sluice {
+
+class ProgramCache {
+ public:
+  ~ProgramCache() { wait(); }
+
+  // The compiler, and the cpu its thread runs on (the housekeeping cpu; -1: any).
+  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) {
+    compiler_ = std::move(compiler);
+    compiler_cpu_ = cpu;
+  }
+  bool enabled() const { return compiler_ != nullptr; }
+  // The loop every segment runs until its own is compiled.
+  SegmentProgram *interpreter() { return &interpreter_; }
+  // What a segment starts on: its fused loop, or the interpreter.
+  SegmentProgram *program_for(const SegmentRunner &seg);
+
+  // Before the run: every segment's loop, on a thread of the housekeeping
+  // cpu; false (with *error) on the first that cannot be compiled.
+  bool compile_all(const std::vector<std::unique_ptr<SegmentRunner>> &segments, std::string *error,
+                   std::vector<std::string> *ir);
+  // In the background: the segments of `todo` (running the interpreter)
+  // get their loops and switch to them between two batches.
+  void compile_in_background(std::vector<SegmentRunner *> todo);
+  // Waits for a background compilation (a reload is about to retire segments).
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // From a job on the segment thread that holds `e` (a handler write): its
+  // segment goes back to the interpreter, and a compilation under way for it
+  // is stale.
+  void drop_compiled(const std::vector<std::unique_ptr<SegmentRunner>> &segments, const RuntimeElement *e);
+  // After a reload: loops of segments that no longer run are let go.
+  void forget_all_but(const std::vector<std::unique_ptr<SegmentRunner>> &running);
+
+  struct CompiledLoop {
+    SegmentProgram *program = nullptr;
+    double ms = -1;  // how long its loop took to compile (<0: not compiled)
+    std::string error;
+    unsigned compilations = 0;  // loops compiled for the segment so far
+  };
+  CompiledLoop compiled_loop(const SegmentRunner &seg) const;
+  size_t held() const {
+    std::lock_guard lock(mutex_);
+    return programs_.size();
+  }
+  // For the summary: "loop fused by the JIT (...), compiled in 12.3 ms", or
+  // "interpreter".
+  std::string describe(const SegmentRunner &seg) const;
+
+ private:
+  InterpretedProgram interpreter_;
+  std::shared_ptr<ProgramCompiler> compiler_;
+  int compiler_cpu_ = -1;
+  mutable std::mutex mutex_;
+  // Programs by the segment they were compiled for. One goes when nothing
+  // can run it any more: its segment switched away from it on its own
+  // thread, or ended in a reload.
+  std::vector<std::pair<const SegmentRunner *, std::unique_ptr<SegmentProgram>>> programs_;
+  std::map<const SegmentRunner *, CompiledLoop> compiled_;
+  std::map<const SegmentRunner *, uint64_t> config_epoch_;  // bumped by drop_compiled
+  std::thread thread_;
+};
+
+}  // namespace sluice

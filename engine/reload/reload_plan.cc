@@ -110,6 +110,17 @@ bool plan_reload(const LaneGraph &running, const LaneGraph &next, Diagnostics &d
     ok = false;
   };
 
+  // Where a refusal about something missing points: the new graph's first
+  // element, or the start of its file when it has none (an empty file, a
+  // file an editor is still writing).
+  SourceRange start_of_new{{0, 0}, {0, 0}};
+  if (!ng.elements.empty()) start_of_new = ng.elements.front().range;
+  if (next.lanes.empty()) {
+    refuse(start_of_new, "the new graph has no source, the running one " + std::to_string(running.lanes.size()) +
+                             " lane" + (running.lanes.size() == 1 ? "" : "s"));
+    return false;
+  }
+
   std::vector<bool> matched(ng.elements.size(), false);
   for (size_t oi = 0; oi < og.elements.size(); ++oi) {
     const Element &oe = og.elements[oi];
@@ -121,7 +132,7 @@ bool plan_reload(const LaneGraph &running, const LaneGraph &next, Diagnostics &d
     bool same_class = ni >= 0 && ng.elements[ni].spec == oe.spec;
     if (oe.spec->is_source()) {
       if (!same_class) {  // pointed at where the new graph's elements begin
-        refuse(ni >= 0 ? ng.elements[ni].range : ng.elements.front().range,
+        refuse(ni >= 0 ? ng.elements[ni].range : start_of_new,
                "source '" + oe.name + "' (" + oe.spec->name + ") is missing from the new graph");
         continue;
       }
@@ -175,8 +186,9 @@ bool plan_reload(const LaneGraph &running, const LaneGraph &next, Diagnostics &d
     out.steps.push_back(st);
   }
   if (ok && running.lanes.size() != next.lanes.size())
-    refuse(ng.elements[next.lanes.empty() ? 0 : next.lanes[0].source].range, "the new graph has " + std::to_string(next.lanes.size()) + " lanes, the running one " +
-                              std::to_string(running.lanes.size()));
+    refuse(ng.elements[size_t(next.lanes[0].source)].range, "the new graph has " + std::to_string(next.lanes.size()) +
+                                                               " lanes, the running one " +
+                                                               std::to_string(running.lanes.size()));
 
   std::set<std::string> before, after;
   for (const Connection &c : og.connections) before.insert(connection_text(og, c));

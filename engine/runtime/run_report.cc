@@ -213,10 +213,23 @@ std::string StatusLine::line(double t, double dt) {
   return line;
 }
 
-// The runtime's report entry points.
-std::string Runtime::summary() const { return RunReport(*this).text(); }
-std::string Runtime::summary_json() const { return RunReport(*this).json(); }
-std::string Runtime::elements_json() const { return RunReport(*this).elements_json(); }
-RunTotals Runtime::totals() const { return RunReport(*this).totals(); }
+// The runtime's report entry points: any thread but a segment's, while a
+// reload may be swapping the graph (they wait for its switch).
+std::string Runtime::summary() const {
+  auto lock = structure_lock();
+  return RunReport(*this).text();
+}
+std::string Runtime::summary_json() const {
+  auto lock = structure_lock();
+  return RunReport(*this).json();
+}
+std::string Runtime::elements_json() const {
+  auto lock = structure_lock();
+  return RunReport(*this).elements_json();
+}
+RunTotals Runtime::totals() const {
+  auto lock = structure_lock();
+  return RunReport(*this).totals();
+}
 
 }  // namespace sluice

@@ -4,16 +4,17 @@
 // reloads on the same generated traffic (no flow lost or exported twice),
 // and every packet accounted for.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
-#include "dsl/frontend.hh"
 #include "engine/control/probe_metrics.hh"
-#include "engine/lanes.hh"
 #include "engine/runtime/runtime.hh"
 #include "graph_fixture.hh"
 #include "run_fixture.hh"
@@ -375,4 +376,139 @@ TEST_CASE("reload: an exporter added while running gets the records from then on
   RunTotals t = rt.totals();
   CHECK(t.balanced());
   CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
+}
+
+// Issue 13, finding 1: an empty file (an editor mid-save, SIGHUP at that
+// moment) crashed the probe in the plan. It is refused at its first line,
+// dry run or not, and the old graph goes on.
+TEST_CASE("reload: an empty file or one of comments only is refused, and the probe goes on", "[reload]") {
+  std::string dir = test::scratch("reload", "empty");
+  std::string log = dir + "/flows.csv";
+  std::string diags;
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(100000);
+  for (const char *text : {"", "// only a comment\n", "define $X 1;\n"})
+    for (bool dry : {true, false}) {
+      auto empty = compile(text, &diags);
+      INFO(diags);
+      REQUIRE(empty);  // it compiles: nothing in it is wrong
+      ReloadOutcome o = rt.reload(empty, dry);
+      CHECK_FALSE(o.applied);
+      CHECK(o.error.find("reload.pipe:1:1: error: the new graph has no source, the running one 3 lanes") !=
+            std::string::npos);
+    }
+  uint64_t before = rt.totals().received;
+  for (int w = 0; w < 2000 && rt.totals().received == before; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(rt.totals().received > before);  // still running
+  probe.wait_end();
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
+}
+
+// Issue 13, finding 2: a reload whose rings cannot be allocated used to fail
+// after the switch and leave the runtime pointing into a freed graph. Rings
+// are made before anything stops now: the reload is refused, the old graph
+// goes on untouched, and a later reload applies.
+TEST_CASE("reload: rings that cannot be allocated refuse the reload before anything stops", "[reload]") {
+  std::string dir = test::scratch("reload", "rings");
+  std::string log = dir + "/flows.csv";
+  std::string diags;
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(100000);
+
+  // Two rings of 16M packets per lane: far more than the DPDK memory the run
+  // reserved at its start.
+  std::string huge = graph_a(log);
+  huge.replace(huge.find("Ring(capacity 4K)"), 17, "Ring(capacity 16M) -> Ring(capacity 16M)");
+  auto next = compile(huge, &diags);
+  INFO(diags);
+  REQUIRE(next);
+  ReloadOutcome o = rt.reload(next, false);
+  CHECK_FALSE(o.applied);
+  CHECK(o.error.find("reload abandoned, the running graph goes on: cannot create the ring of") != std::string::npos);
+  CHECK(o.lane_pause_ns.empty());  // no lane was stopped
+  uint64_t before = rt.totals().received;
+  for (int w = 0; w < 2000 && rt.totals().received == before; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(rt.totals().received > before);
+
+  ReloadOutcome ok = rt.reload(compile(graph_b(log), &diags), false);
+  CHECK(ok.applied);
+  probe.wait_end();
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(packets_in_records(sorted_lines(test::read_file(log))) == t.received);
+  CHECK(rt.reload_stats().failed.load() == 1);
+}
+
+namespace {
+
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto &e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+// Issue 13, finding 4: every instance a reload replaced stayed until the end
+// of the run (60 reloads: RSS 1.0 -> 2.7 GB, fds 13 -> 73, collector
+// sessions left open). Replaced instances are released once their last
+// records are out; their counts stay in the summary.
+TEST_CASE("reload: replaced instances are released: files, sockets and memory stay flat", "[reload]") {
+  std::string dir = test::scratch("reload", "release");
+  // Live traffic (paced), so that the run outlasts the reloads; a table, an
+  // exporter and a log that every reload replaces.
+  auto graph = [&](int i) {
+    return "src :: TrafficGen(flows 20K, new_flows_per_s 10K, duration 60s, sizes [64B], seed 7, queues 2, "
+           "rate 40Kpps);\n"
+           "log :: shared FlowLog(\"" + dir + "/flows.csv\", format " + (i % 2 ? "jsonl" : "csv") + ");\n"
+           "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(9000 + i % 2) + ");\n"
+           "src -> Timestamp(clock pcap) -> Ring(capacity 4K)\n"
+           "    -> ft :: FlowTable(capacity " + (i % 2 ? "512K" : "1M") + ") -> gc :: GCSlicer(table ft) -> log, exp;\n";
+  };
+  std::string diags;
+  RunningProbe probe(graph(0));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(20000);
+  size_t fds_before = 0;
+  uint64_t rss_before = 0;
+  const int reloads = 30;
+  for (int i = 1; i <= reloads; ++i) {
+    auto next = compile(graph(i), &diags);
+    INFO(diags);
+    REQUIRE(next);
+    ReloadOutcome o = rt.reload(next, false);
+    INFO("reload " << i << ": " << o.error);
+    REQUIRE(o.applied);
+    CHECK(o.plan.count(ReloadAction::Migrate) == 3);  // table, log and exporter
+    // Released within a few scans of the run loop: the tables hand their
+    // flows over at their new segment's start, the log and exporter hold nothing.
+    for (int w = 0; w < 500 && rt.replaced_held() > 0; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(rt.replaced_held() == 0);
+    if (i == 4) fds_before = open_fds(), rss_before = resident_bytes();
+  }
+  size_t fds_after = open_fds();
+  uint64_t rss_after = resident_bytes();
+  CHECK(fds_after <= fds_before);
+  CHECK(rss_after < rss_before + (64u << 20));
+  WARN("over " << reloads - 4 << " reloads: open fds " << fds_before << " -> " << fds_after << ", resident "
+                << rss_before / (1 << 20) << " -> " << rss_after / (1 << 20) << " MiB");
+  rt.request_stop();
+  probe.wait_end();
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  // The replaced instances' counts are still there, summed per element.
+  std::string summary = rt.summary();
+  CHECK(summary.find("ft#0 (replaced)") != std::string::npos);
+  CHECK(summary.find(std::to_string(reloads) + " instances replaced") != std::string::npos);
 }

@@ -70,10 +70,27 @@ demo() {
     echo "== making the demo trace: sluice run examples/make_trace.pipe"
     "$sluice" run examples/make_trace.pipe
   fi
+  # A real collector receives the probe's IPFIX: nfdump's nfcapd on the
+  # default probe's collector address.
+  local collected="$BUILD/demo-collector" nfcapd_pid=""
+  rm -rf "$collected" && mkdir -p "$collected"
+  if command -v nfcapd > /dev/null; then
+    nfcapd -w "$collected" -p 4739 -b 127.0.0.1 > "$collected.log" 2>&1 &
+    nfcapd_pid=$!
+    sleep 1
+  fi
   echo "== sluice run configs/flowprobe.pipe (the default probe: 2 lanes, IPFIX to 127.0.0.1:4739, FlowLog to flows.csv)"
-  "$sluice" run configs/flowprobe.pipe
+  local status=0
+  "$sluice" run configs/flowprobe.pipe || status=$?
   echo "== the first flows of flows.csv ($(($(wc -l < flows.csv) - 1)) lines; a biflow is two lines)"
   head -15 flows.csv | column -t -s,
+  if [ -n "$nfcapd_pid" ]; then
+    kill "$nfcapd_pid" && wait "$nfcapd_pid" || true
+    echo "== what nfcapd collected over IPFIX (nfdump -R $collected)"
+    nfdump -R "$collected" -o line -c 10 2>/dev/null || true
+    nfdump -R "$collected" -I 2>/dev/null | grep -E '^(Flows|Packets|Bytes|Sequence failures):' || true
+  fi
+  return "$status"
 }
 
 case "${1:-build}" in

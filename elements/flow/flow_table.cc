@@ -1,6 +1,7 @@
 #include "elements/flow/flow_table.hh"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "dsl/check.hh"
@@ -169,8 +170,19 @@ const char *dating_reason(FlowClock::Dating how) {
     default: return "";
   }
 }
+std::string seconds_text(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f s", double(ns) * 1e-9);
+  return buf;
+}
 constexpr FlowClock::Dating kAtClock[] = {FlowClock::Dating::Behind, FlowClock::Dating::Far, FlowClock::Dating::NoTime};
 }  // namespace
+
+void FlowTableRuntime::event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const {
+  for (FlowClock::Dating how : kAtClock)
+    out.emplace_back(std::string("dated at the clock, ") + dating_reason(how), dated_[int(how)].get());
+  out.emplace_back("time jumps followed", dated_[int(FlowClock::Dating::Followed)].get());
+}
 
 std::string FlowTableRuntime::dating_text() const {
   std::string parts;
@@ -183,7 +195,7 @@ std::string FlowTableRuntime::dating_text() const {
   if (!parts.empty()) text += "dated at the table's clock: " + parts;
   if (followed)
     text += std::string(parts.empty() ? "" : "; ") + "jumps followed " + std::to_string(followed) +
-            (clock_.shift() ? ", later times shifted by " + format_duration_ns(int64_t(clock_.shift())) : "");
+            (clock_.shift() ? ", later times shifted by " + seconds_text(clock_.shift()) : "");
   return text;
 }
 

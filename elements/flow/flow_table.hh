@@ -31,6 +31,7 @@ class FlowTableRuntime final : public RuntimeElement {
   void reconfigure() override;
   void adopt_state(RuntimeElement &old) override;
   void report(std::vector<std::string> &lines) const override;
+  void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const override;
   std::optional<std::string> read_handler(const std::string &name) const override;
   std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override;
   void report_metrics(MetricSink &out) const override;

@@ -24,7 +24,8 @@ const ElementSpec &rss_source_spec() {
           .with_flags(kSource)
           .with_time_if([](const Element &e) {  // trace files carry capture times; live devices none
             for (const BoundArg &a : e.args)
-              if (a.spec && a.spec->name == "device") return a.literal.text.rfind("pcap:", 0) == 0;
+              if (a.spec && a.spec->name == "device")  // empty: an undefined $variable, reported already
+                return a.literal.text.empty() || a.literal.text.rfind("pcap:", 0) == 0;
             return false;
           })
           .brief("Receive packets from a NIC or a virtual device")

@@ -538,6 +538,16 @@ TEST_CASE("flows: on a real trace, per 5-tuple packet totals agree with tshark's
   INFO(r.out);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("every packet accounted for") != std::string::npos);
+  // 73 packets of the trace are dated before an earlier packet (by up to 30
+  // min): those behind their lane's clock are dated at it; none is a day off.
+  uint64_t behind = 0;
+  std::regex dated("dated at the table's clock: ([0-9]+) behind the clock\n");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), dated); it != std::sregex_iterator(); ++it)
+    behind += std::stoull((*it)[1].str());
+  CHECK(behind >= 1);
+  CHECK(behind <= 73);
+  CHECK(r.out.find("more than a day off") == std::string::npos);
+  CHECK(r.out.find("jumps followed") == std::string::npos);
 
   // The key both count by: protocol and the two endpoints, unordered; ports
   // only for TCP, UDP and SCTP (ICMP's type and code are not ports to tshark).

@@ -105,11 +105,50 @@ void check_cycles(const ElementGraph &g, Diagnostics &diags) {
   }
 }
 
+// A FlowTable fed by a live source without a Timestamp would meter every
+// packet at time 0: flows dated 1970 that never expire.
+void check_packet_time(const ElementGraph &g, Diagnostics &diags) {
+  auto gives_time = [&](int e) { return g.elements[e].spec->gives_time(g.elements[e]); };
+  for (size_t i = 0; i < g.elements.size(); ++i) {
+    const Element &e = g.elements[i];
+    if (!(e.spec->flags & kNeedsTime)) continue;
+    int s = untimed_source(g, static_cast<int>(i), gives_time);
+    if (s < 0) continue;
+    const Element &src = g.elements[s];
+    auto &d = diags.error(e.range,
+                          "'" + e.name + "' (" + e.spec->name + ") meters packets by their time, but packets from '" +
+                              src.name + "' (" + src.spec->name +
+                              ") reach it without one: that source gives no capture times (live input) and no "
+                              "Timestamp is on the way",
+                          "put a Timestamp right after the source: `" + src.name + " -> Timestamp -> ...`");
+    d.notes = context_notes(e);
+    d.notes.push_back(Diagnostic{Severity::Note, src.range, "the packets come from here", {}, {}});
+  }
+}
+
 }  // namespace
+
+int untimed_source(const ElementGraph &g, int to, const std::function<bool(int element)> &gives_time) {
+  std::vector<std::vector<int>> from(g.elements.size());
+  for (const Connection &c : g.connections) from[c.to].push_back(c.from);
+  // breadth first, upstream, not past an element that gives a time
+  std::vector<bool> seen(g.elements.size());
+  std::vector<int> queue{to};
+  seen[to] = true;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    int e = queue[i];
+    if (e != to && gives_time(e)) continue;
+    if (g.elements[e].spec->is_source()) return e;
+    for (int f : from[e])
+      if (!seen[f]) seen[f] = true, queue.push_back(f);
+  }
+  return -1;
+}
 
 void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok) {
   check_ports(g, diags, incomplete, syntax_ok);
   check_cycles(g, diags);
+  check_packet_time(g, diags);
 }
 
 }  // namespace sluice

@@ -107,7 +107,11 @@ enum ElementFlags : unsigned {
   kSource = 1u << 0,          // starts lanes; its `queues` argument says how many
   kThreadBoundary = 1u << 1,  // ends one segment and starts the next (Ring)
   kStateful = 1u << 2,        // holds state that a hot reload moves into a new instance (flows)
+  kGivesTime = 1u << 3,       // packets leave it with a packet time (Timestamp; a source of capture times)
+  kNeedsTime = 1u << 4,       // meters packets by their time: every path from a source must give one (FlowTable)
 };
+
+struct Element;  // engine/graph.hh
 
 struct ElementSpec {
   std::string name;
@@ -118,6 +122,9 @@ struct ElementSpec {
   std::vector<ArgSpec> args;
   std::vector<HandlerSpec> handlers;  // beyond common_handlers()
   unsigned flags = 0;
+  // A source whose packets carry capture times with some arguments only
+  // (RSSSource: a `pcap:` device), judged from the arguments as written.
+  std::function<bool(const Element &)> gives_time_if;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
   ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
@@ -127,11 +134,15 @@ struct ElementSpec {
   ElementSpec &&output(PortSpec p) && { outputs.push_back(std::move(p)); return std::move(*this); }
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
+  ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
   ElementSpec &&handler(std::string n, std::string d) && { handlers.push_back({std::move(n), false, std::move(d)}); return std::move(*this); }
   ElementSpec &&writable_handler(std::string n, std::string d) && { handlers.push_back({std::move(n), true, std::move(d)}); return std::move(*this); }
 
   bool is_source() const { return flags & kSource; }
   bool is_thread_boundary() const { return flags & kThreadBoundary; }
+  // Whether packets leave element `e` (of this class) with a packet time,
+  // as far as its arguments tell before anything runs.
+  bool gives_time(const Element &e) const { return (flags & kGivesTime) || (gives_time_if && gives_time_if(e)); }
   const ArgSpec *find_arg(std::string_view n) const;
   // This element's handler or a common one; nullptr when neither.
   const HandlerSpec *find_handler(std::string_view n) const;

@@ -1,8 +1,10 @@
 #include "elements/flow/flow_table.hh"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
+#include "dsl/check.hh"
 #include "dsl/literals.hh"
 #include "engine/runtime/clock.hh"
 #include "engine/runtime/run_context.hh"
@@ -18,7 +20,7 @@ const ElementSpec &flow_table_spec() {
   static const ElementSpec spec =
       ElementSpec("FlowTable")
           .in_group("flow")
-          .with_flags(kStateful)
+          .with_flags(kStateful | kNeedsTime)
           .brief("Per-lane flow cache: packets in, flow records out")
           .describe(
               "Keeps one entry per flow. A flow is identified by the fields of `key` (by default the "
@@ -38,10 +40,20 @@ const ElementSpec &flow_table_spec() {
               "Packets that are not IP (or whose IP header is broken) are not metered: they are dropped and "
               "counted as \"not ip\". With `on_full drop`, a packet that would start a flow in a full table "
               "is dropped and counted as \"flow table full\".\n\n"
-              "All times are packet times, from Timestamp. There is one table per lane, allocated when the "
-              "probe starts on the lane's NUMA node; at the end of input every remaining flow is exported "
-              "with reason \"forced end\" (\"end of flow\" for those that saw their FIN or RST, the "
-              "timeout's reason for those already past one).")
+              "All times are packet times: the capture times of a trace or of TrafficGen, or the time a "
+              "Timestamp gives; a FlowTable that packets from live input reach without a Timestamp is an "
+              "error. The table meters on a clock of its own that follows packet time but never goes back "
+              "and never leaps on one packet's word: a packet dated before the clock (by up to a day: "
+              "reordered packets, a trace whose time steps back) is dated at the clock; a packet more than "
+              "a day away from the clock is dated at the clock too (a corrupt timestamp), unless the packet "
+              "after it is as far: then the input really jumped (a gap of days, the next file, a clock "
+              "reset) and the clock follows it, forward to its time, backward by shifting every later time "
+              "so that the clock goes on from where it was. A packet without a time is dated at the clock. "
+              "Capture gaps of hours are time passing as usual. Packets dated at the clock are counted by "
+              "reason (summary, `clock` handler, metrics); they never start flows of their own.\n\n"
+              "There is one table per lane, allocated when the probe starts on the lane's NUMA node; at the "
+              "end of input every remaining flow is exported with reason \"forced end\" (\"end of flow\" "
+              "for those that saw their FIN or RST, the timeout's reason for those already past one).")
           .arg(ArgSpec::count("capacity")
                    .def("1M")
                    .range(1 * kK, 1 * kG)
@@ -81,6 +93,8 @@ const ElementSpec &flow_table_spec() {
           .handler("created", "Flows started.")
           .handler("evicted", "Flows evicted to make room (on_full evict).")
           .handler("ended", "Flow records by end reason, one line per reason.")
+          .handler("clock", "The table's clock (UNIX ns) and the packets it dated at the clock instead of their "
+                            "own time, by reason, one line each.")
           .writable_handler("idle_timeout", "The idle timeout, e.g. `30s`; a new value applies from the next "
                                             "check of each flow.")
           .writable_handler("active_timeout", "The active timeout, e.g. `10min`; as idle_timeout.")
@@ -132,6 +146,57 @@ void FlowTableRuntime::prepare() {
   SourceElement *src = ctx_.lane_source(lane());
   live_ = src && src->live();
   last_wall_ns_ = mono_ns();
+  // `sluice check` judged the sources by their arguments; the opened source
+  // has the last word (a plugin's source, a device without timestamps).
+  const ElementGraph &g = *ctx_.graph().graph;
+  int untimed = untimed_source(g, node().element, [&](int e) {
+    if (!g.elements[e].spec->is_source()) return bool(g.elements[e].spec->flags & kGivesTime);
+    for (SourceElement *s : ctx_.lane_sources)
+      if (s->node().element == e && (s->lane() == lane() || lane() < 0) && !s->has_capture_time()) return false;
+    return true;
+  });
+  if (untimed >= 0)
+    throw std::runtime_error("'" + name() + "' meters packets by their time, but packets from '" +
+                             g.elements[untimed].name + "' reach it without one (that source gives no capture "
+                             "times); put a Timestamp right after the source");
+}
+
+namespace {
+const char *dating_reason(FlowClock::Dating how) {
+  switch (how) {
+    case FlowClock::Dating::Behind: return "behind the clock";
+    case FlowClock::Dating::Far: return "more than a day off";
+    case FlowClock::Dating::NoTime: return "without a time";
+    default: return "";
+  }
+}
+std::string seconds_text(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f s", double(ns) * 1e-9);
+  return buf;
+}
+constexpr FlowClock::Dating kAtClock[] = {FlowClock::Dating::Behind, FlowClock::Dating::Far, FlowClock::Dating::NoTime};
+}  // namespace
+
+void FlowTableRuntime::event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const {
+  for (FlowClock::Dating how : kAtClock)
+    out.emplace_back(std::string("dated at the clock, ") + dating_reason(how), dated_[int(how)].get());
+  out.emplace_back("time jumps followed", dated_[int(FlowClock::Dating::Followed)].get());
+}
+
+std::string FlowTableRuntime::dating_text() const {
+  std::string parts;
+  for (FlowClock::Dating how : kAtClock)
+    if (uint64_t n = dated_[int(how)].get())
+      parts += std::string(parts.empty() ? "" : ", ") + std::to_string(n) + " " + dating_reason(how);
+  uint64_t followed = dated_[int(FlowClock::Dating::Followed)].get();
+  if (parts.empty() && !followed) return "";
+  std::string text = "packet time: ";
+  if (!parts.empty()) text += "dated at the table's clock: " + parts;
+  if (followed)
+    text += std::string(parts.empty() ? "" : "; ") + "jumps followed " + std::to_string(followed) +
+            (clock_.shift() ? ", later times shifted by " + seconds_text(clock_.shift()) : "");
+  return text;
 }
 
 // The whole batch goes to the cache at once: it hashes and prefetches ahead
@@ -150,8 +215,9 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
     for (unsigned i = 0; i < n; ++i) {
       const PacketAnno &a = anno(batch.pkts[start + i]);
       metas[i] = &a.meta;
-      times[i] = a.time_ns;
-      if (a.time_ns > now_ns_) now_ns_ = a.time_ns;
+      FlowClock::Dating how;
+      times[i] = clock_.date(a.time_ns, &how);
+      if (how != FlowClock::Dating::OnTime) [[unlikely]] count_dating(how);
     }
     unsigned records = 0;
     cache_->account_batch(metas, times, n, outcomes, out_.recs, &records);
@@ -197,7 +263,7 @@ void FlowTableRuntime::adopt_state(RuntimeElement &old) {
   auto &from = dynamic_cast<FlowTableRuntime &>(old);
   cache_->adopt(*from.cache_, [this](const FlowRecord &r) { adopted_evictions_.push_back(r); });
   adopted_evictions_.insert(adopted_evictions_.end(), from.adopted_evictions_.begin(), from.adopted_evictions_.end());
-  now_ns_ = std::max(now_ns_, from.now_ns_);
+  if (from.clock_.now() > clock_.now()) clock_ = from.clock_;
   peak_active_ = std::max(peak_active_, cache_->active());
 }
 
@@ -223,6 +289,14 @@ std::optional<std::string> FlowTableRuntime::read_handler(const std::string &nam
   if (name == "evicted") return std::to_string(st.evicted);
   if (name == "idle_timeout") return format_duration_ns(int64_t(cache_->config().idle_ns));
   if (name == "active_timeout") return format_duration_ns(int64_t(cache_->config().active_ns));
+  if (name == "clock") {
+    std::string lines = "now: " + std::to_string(clock_.now()) + " ns";
+    for (FlowClock::Dating how : kAtClock)
+      lines += std::string("\n") + dating_reason(how) + ": " + std::to_string(dated_[int(how)].get());
+    lines += "\njumps followed: " + std::to_string(dated_[int(FlowClock::Dating::Followed)].get()) +
+             "\nshift: " + std::to_string(clock_.shift()) + " ns";
+    return lines;
+  }
   if (name == "ended") {
     std::string lines;
     for (int r = 1; r <= 5; ++r)
@@ -257,6 +331,16 @@ void FlowTableRuntime::report_metrics(MetricSink &out) const {
   for (int r = 1; r <= 5; ++r)
     out.counter("flow_table_ended_flows_total", "Flow records by end reason (expirations, ends, evictions).",
                 double(st.ended[r]), {{"reason", flow_end_reason_name(FlowEndReason(r))}});
+  for (FlowClock::Dating how : kAtClock)
+    out.counter("flow_table_packets_dated_at_clock_total",
+                "Packets the table dated at its clock instead of their own time, by reason.",
+                double(dated_[int(how)].get()), {{"reason", dating_reason(how)}});
+  out.counter("flow_table_time_jumps_followed_total", "Jumps in packet time the table's clock followed.",
+              double(dated_[int(FlowClock::Dating::Followed)].get()));
+  out.gauge("flow_table_time_shift_seconds", "Time added to packet times since the clock followed jumps back.",
+            double(clock_.shift()) * 1e-9);
+  out.gauge("flow_table_clock_seconds", "The table's clock: packet time, UNIX seconds (whole).",
+            double(clock_.now() / 1000000000ull));
   out.gauge("flow_table_idle_timeout_seconds", "Idle timeout.", double(cache_->config().idle_ns) * 1e-9);
   out.gauge("flow_table_active_timeout_seconds", "Active timeout.", double(cache_->config().active_ns) * 1e-9);
 }
@@ -270,6 +354,7 @@ void FlowTableRuntime::report(std::vector<std::string> &lines) const {
                   " at once, active " + std::to_string(cache_->active()) +
                   " of " + std::to_string(cache_->capacity()) + " (" + std::to_string(cache_->bytes() >> 20) +
                   " MiB), evicted " + std::to_string(st.evicted) + (ends.empty() ? "" : "; ended: " + ends));
+  if (std::string t = dating_text(); !t.empty()) lines.push_back(t);
 }
 
 SLUICE_RUNTIME("FlowTable", FlowTableRuntime);

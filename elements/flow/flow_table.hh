@@ -6,6 +6,7 @@
 
 #include "engine/element_spec.hh"
 #include "engine/flow/flow_cache.hh"
+#include "engine/flow/flow_clock.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
@@ -17,9 +18,10 @@ class FlowTableRuntime final : public RuntimeElement {
   FlowTableRuntime(const Node &n, RunContext &c);
 
   FlowCache &cache() { return *cache_; }
-  // Packet time: the latest packet time seen (UNIX ns); and when, on the
-  // wall clock (CLOCK_MONOTONIC ns), the last batch came.
-  uint64_t now_ns() const { return now_ns_; }
+  // Packet time: the table's clock (UNIX ns, FlowClock), where its latest
+  // packet was dated; and when, on the wall clock (CLOCK_MONOTONIC ns), the
+  // last batch came.
+  uint64_t now_ns() const { return clock_.now(); }
   uint64_t last_batch_wall_ns() const { return last_wall_ns_; }
   // Whether the lane's input is live (its time must advance while idle).
   bool live() const { return live_; }
@@ -29,6 +31,7 @@ class FlowTableRuntime final : public RuntimeElement {
   Change prepare_reconfigure(const Node &next) override;
   void adopt_state(RuntimeElement &old) override;
   void report(std::vector<std::string> &lines) const override;
+  void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const override;
   std::optional<std::string> read_handler(const std::string &name) const override;
   std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override;
   void report_metrics(MetricSink &out) const override;
@@ -48,7 +51,13 @@ class FlowTableRuntime final : public RuntimeElement {
   // leave on this lane's thread, with the next batch or at the end.
   std::vector<FlowRecord> adopted_evictions_;
   void emit_adopted_evictions();
-  uint64_t now_ns_ = 0, last_wall_ns_ = 0;
+  void count_dating(FlowClock::Dating how) { dated_[int(how)].add(); }
+  // "3 packets behind the clock, ..." for the summary; empty when every
+  // packet was dated at its own time.
+  std::string dating_text() const;
+  FlowClock clock_;
+  Counter dated_[FlowClock::kDatings];  // packets by how the clock dated them (OnTime not counted)
+  uint64_t last_wall_ns_ = 0;
   size_t peak_active_ = 0;  // most flows in the table at once (after a batch)
   bool live_ = false;
   int not_ip_ = -1, full_ = -1;

@@ -16,13 +16,20 @@ const ElementSpec &timestamp_spec() {
   static const ElementSpec spec =
       ElementSpec("Timestamp")
           .in_group("packet")
+          .with_flags(kGivesTime)
           .brief("Stamp packets with their arrival time")
           .describe(
               "Sets each packet's timestamp, in nanoseconds, from the chosen clock. All flow logic "
               "(FlowTable, GCSlicer, the exporters' start and end times) runs on these timestamps, not on "
               "the wall clock, so replaying a trace with `clock pcap` gives the same flows every time.\n\n"
               "Put it right after the source, before any Ring, so that the time is taken as close to "
-              "reception as possible.")
+              "reception as possible.\n\n"
+              "Trace sources (`pcap:` files, TrafficGen, paced or not) put their capture times on the packets "
+              "themselves and `clock pcap` keeps them; live devices give none, so a FlowTable that their "
+              "packets reach without a Timestamp is an error (`sluice check`). Times are passed on as the "
+              "clock gives them, backwards steps and leaps included: the FlowTable dates each packet on a "
+              "clock of its own that never goes back and never leaps on one packet's word, and counts the "
+              "packets it dated otherwise (see FlowTable).")
           .arg(ArgSpec::symbol("clock", {"pcap", "tsc", "hw"})
                    .def("tsc")
                    .pos()

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "engine/graph.hh"
 #include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/element_runtime.hh"
@@ -21,6 +22,12 @@ const ElementSpec &rss_source_spec() {
       ElementSpec("RSSSource")
           .in_group("source")
           .with_flags(kSource)
+          .with_time_if([](const Element &e) {  // trace files carry capture times; live devices none
+            for (const BoundArg &a : e.args)
+              if (a.spec && a.spec->name == "device")  // empty: an undefined $variable, reported already
+                return a.literal.text.empty() || a.literal.text.rfind("pcap:", 0) == 0;
+            return false;
+          })
           .brief("Receive packets from a NIC or a virtual device")
           .describe(
               "Reads packets from a DPDK device and starts one lane per receive queue. The device is a NIC "

@@ -22,7 +22,7 @@ const ElementSpec &traffic_gen_spec() {
   static const ElementSpec spec =
       ElementSpec("TrafficGen")
           .in_group("source")
-          .with_flags(kSource)
+          .with_flags(kSource | kGivesTime)
           .brief("Deterministic synthetic traffic for tests and demos")
           .describe(
               "Generates a synthetic trace into memory before the run starts, then replays it. The same "

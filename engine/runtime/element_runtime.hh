@@ -116,6 +116,10 @@ class RuntimeElement {
   virtual void abandon_pending(const char *why) {}
   // Lines for the run summary beyond the packet counters.
   virtual void report(std::vector<std::string> &lines) const {}
+  // Counts by reason of what happened to packets beyond their fate (which
+  // the counters and drops say): FlowTable's packets dated at its clock.
+  // For the summary's JSON; any thread.
+  virtual void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const {}
 
   // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`, declared in
   // the spec: ElementSpec::handler). Reads and applied writes run on the

@@ -244,8 +244,8 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
 }
 
 // net_pcap hands out records in file order and keeps microseconds only; the
-// shadow reader walks the same records. A record whose time (to the
-// microsecond) or length differs from the mbuf's was read by net_pcap and
+// shadow reader walks the same records. A record whose time (as net_pcap
+// computes it) or length differs from the mbuf's was read by net_pcap and
 // lost for lack of a buffer: it is skipped and counted.
 void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
   for (uint16_t i = 0; i < n; ++i) {
@@ -253,7 +253,7 @@ void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
     info[i] = {us * 1000, pkts[i]->pkt_len};
     while (held_ || next_shadow_record()) {
       held_ = false;
-      if (record_.caplen == pkts[i]->pkt_len && (record_.ns / 1000 == us || ts_offset_ < 0)) {
+      if (record_.caplen == pkts[i]->pkt_len && (record_.net_pcap_us == us || ts_offset_ < 0)) {
         info[i] = {record_.ns, record_.len};
         break;
       }
@@ -267,9 +267,26 @@ bool EthDevice::next_shadow_record() {
   pcap_pkthdr *h;
   const u_char *d;
   if (pcap_next_ex(shadow_, &h, &d) != 1) return false;
-  record_ = {uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec), h->caplen, h->len};
+  record_ = {record_time_ns(h->ts.tv_sec, h->ts.tv_usec), net_pcap_time_us(h->ts.tv_sec, h->ts.tv_usec), h->caplen,
+             h->len};
   held_ = true;
   return true;
+}
+
+// A pcap record's seconds are 32 bits on disk, unsigned (2106 is their
+// limit); libpcap 1.10 reads them as signed, so that 2038 and later come as
+// negative seconds. (pcapng's 64-bit times never do.)
+uint64_t EthDevice::record_time_ns(int64_t sec, int64_t ns) {
+  uint64_t s = sec < 0 ? uint64_t(uint32_t(sec)) : uint64_t(sec);
+  return s * 1000000000ull + uint64_t(ns);
+}
+
+// What net_pcap puts in the mbuf for the same record: it opens the file at
+// microsecond precision (libpcap divides a nanosecond file's fraction by
+// 1000) and computes tv_sec * 1000000 + tv_usec in 64 bits, negative
+// seconds and all. Compared as they are, 2038 and later match too.
+uint64_t EthDevice::net_pcap_time_us(int64_t sec, int64_t ns) {
+  return uint64_t(sec) * 1000000ull + uint64_t(ns) / 1000;
 }
 
 std::vector<EthDevice::PortStats> EthDevice::port_stats() const {

@@ -74,6 +74,10 @@ class EthDevice {
   }
   void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
   bool next_shadow_record();
+  // A record's time as the shadow reads it (nanosecond precision): in UNIX
+  // ns, and as net_pcap stamps the mbuf with it.
+  static uint64_t record_time_ns(int64_t sec, int64_t ns);
+  static uint64_t net_pcap_time_us(int64_t sec, int64_t ns);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -89,7 +93,8 @@ class EthDevice {
   size_t current_ = 0;                 // pcap: the file being read
   Counter lost_;                       // pcap: packets read but lost for lack of buffers (any lane reads)
   struct Record {
-    uint64_t ns;
+    uint64_t ns;           // UNIX ns
+    uint64_t net_pcap_us;  // what net_pcap stamps the mbuf with
     uint32_t caplen, len;
   } record_{};                         // pcap: the shadow's next record, when held_
   bool held_ = false;

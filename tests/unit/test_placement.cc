@@ -215,7 +215,7 @@ Planned plan(const std::string &pipe, const HostProfile &host) {
 const char *kTwoLanes =
     "src :: RSSSource(device \"0000:17:00.0\", queues 2);\n"
     "log :: shared FlowLog(\"/dev/null\");\n"
-    "src -> Ring(capacity 1K) -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> log;\n";
+    "src -> Timestamp -> Ring(capacity 1K) -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> log;\n";
 
 }  // namespace
 

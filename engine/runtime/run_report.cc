@@ -33,6 +33,7 @@ RunReport::RunReport(const Runtime &rt) : rt_(rt) {
   for (const auto &e : rt.elements()) {
     ReportRow r{e->name(), e->class_name(), e->lane(), false, CounterValues(e->counters), {}, nullptr};
     e->report(r.lines);
+    e->event_counts(r.events);
     r.source = dynamic_cast<const SourceElement *>(e.get());
     rows_.push_back(std::move(r));
   }
@@ -150,7 +151,14 @@ std::string RunReport::elements_json() const {
       o << (fr ? "" : ", ") << json_string(reason) << ": " << n;
       fr = false;
     }
-    o << "}}";
+    o << "}";
+    if (!r.events.empty()) {
+      o << ", \"events\": {";
+      for (size_t i = 0; i < r.events.size(); ++i)
+        o << (i ? ", " : "") << json_string(r.events[i].first) << ": " << r.events[i].second;
+      o << "}";
+    }
+    o << "}";
     first = false;
   }
   o << "\n]";

@@ -23,6 +23,7 @@ struct ReportRow {
   CounterValues counters;
   std::vector<std::string> lines;  // the element's own summary lines
   const SourceElement *source = nullptr;  // a running source: its device drops
+  std::vector<std::pair<std::string, uint64_t>> events;  // RuntimeElement::event_counts
 };
 
 class RunReport {

@@ -203,6 +203,7 @@ struct Metered {
   std::map<std::string, uint64_t> dated;  // "behind the clock", "more than a day off", ...
   uint64_t followed = 0;                  // jumps the clocks followed
   std::string out;
+  std::string json;  // --stats-json
 };
 
 // "3 behind the clock, 1 more than a day off" -> its comma-separated parts
@@ -222,12 +223,13 @@ Metered meter(const std::string &dir, const std::string &trace, const std::strin
                                "RSSSource(device \"pcap:" + trace + "\", queues 2) -> Timestamp(clock pcap)"
                                " -> ft :: FlowTable(capacity 64K, idle " + idle + ", active 1h, direction bi)"
                                " -> GCSlicer(table ft, period 100ms, slices 10) -> log :: shared FlowLog(\"" + flows + "\");\n");
-  Run r = run_sluice("run -q " + cfg);
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/" + name + ".json");
   INFO(r.out);
   REQUIRE(r.status == 0);
   REQUIRE(r.out.find("every packet accounted for") != std::string::npos);
   Metered m;
   m.out = r.out;
+  m.json = read_file(dir + "/" + name + ".json");
   m.lines = read_csv(flows);
   for (Line l : m.lines) {
     l.start_ms = l.end_ms = 0;
@@ -264,6 +266,7 @@ TEST_CASE("flows: a packet dated 2036 among the trace's changes no flow; it is d
   Metered as_is = meter(dir, trace, "as_is"), far = meter(dir, dir + "/far.pcap", "far");
   CHECK(as_is.dated.empty());
   CHECK(far.dated == std::map<std::string, uint64_t>{{"more than a day off", 1}});
+  CHECK(far.json.find("\"events\": {\"dated at the clock, more than a day off\": 1") != std::string::npos);
   CHECK(far.records.size() == as_is.records.size());
   CHECK(far.records == as_is.records);
   uint64_t last_ms = (records.back().ns + 999'999) / 1'000'000;

@@ -22,12 +22,17 @@ class Counter {
 // What an element did with the packets it was given. For every element, at
 // the end of a run: in + copies = out + absorbed + dropped (summed over
 // reasons). `absorbed` are packets that end here by design (Discard,
-// PcapSink, a flow table); drops are counted by reason.
+// PcapSink, a flow table); drops are counted by reason. The same for flow
+// records: records_in + records_made + records_copies = records_out +
+// records_absorbed + records lost (by reason).
 struct ElementCounters {
   static constexpr int kMaxReasons = 8;
   Counter in, out, absorbed, copies;
   Counter records_in, records_out;  // flows streams: flow records
-  Counter records_absorbed;        // records that end here (exported, written)
+  Counter records_made;             // records made here (a flow table's, its GCSlicer's expirations)
+  Counter records_copies;           // extra records made by fan-out
+  Counter records_absorbed;         // records that end here (exported, written)
+  Counter write_errors;             // failed writes (FlowLog, PcapSink); what they lost is dropped by reason
   Counter in_bytes;
   Counter drops[kMaxReasons];
   std::vector<std::string> reasons;  // names of drops[i], fixed before the run

@@ -69,8 +69,8 @@ int RunContext::memory_socket(int segment) const {
   return dpdk_socket_for_node(options.placement->segments[size_t(segment)].node);
 }
 
-void RunContext::claim_output_file(const std::string &path, const std::string &element) {
-  if (path == "-" || path == "/dev/null") return;
+bool RunContext::claim_output_file(const std::string &path, const std::string &element) {
+  if (path == "-" || path == "/dev/null") return false;
   std::error_code ec;
   std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
   for (const auto &[p, e] : output_files)
@@ -78,6 +78,9 @@ void RunContext::claim_output_file(const std::string &path, const std::string &e
       throw std::runtime_error("'" + element + "' and '" + e + "' would both write '" + path +
                                "': give each lane its own file with $queue in the name, or declare the element shared");
   output_files.emplace_back(canonical, element);
+  if (std::find(files_written.begin(), files_written.end(), canonical) != files_written.end()) return true;
+  files_written.push_back(canonical);
+  return false;
 }
 
 Runtime::Runtime(const LaneGraph &lg, RunOptions options) : ctx_(lg, std::move(options)) {}
@@ -360,6 +363,45 @@ RunTotals Runtime::totals() const {
   return t;
 }
 
+RecordTotals Runtime::record_totals() const {
+  RecordTotals t;
+  for (const RuntimeElement *e : all_instances()) {
+    const ElementCounters &c = e->counters;
+    t.made += c.records_made.get();
+    t.copies += c.records_copies.get();
+    t.absorbed += c.records_absorbed.get();
+    t.write_errors += c.write_errors.get();
+    for (size_t r = 0; r < c.reasons.size(); ++r) {
+      if (!c.of_records[r] && c.reasons[r] == "write error") t.packets_unwritten += c.drops[r].get();
+      if (!c.of_records[r] || !c.drops[r].get()) continue;
+      t.lost += c.drops[r].get();
+      auto same = [&](const auto &l) { return l.first == c.reasons[r]; };
+      auto it = std::find_if(t.lost_by_reason.begin(), t.lost_by_reason.end(), same);
+      if (it == t.lost_by_reason.end()) t.lost_by_reason.emplace_back(c.reasons[r], 0), it = t.lost_by_reason.end() - 1;
+      it->second += c.drops[r].get();
+    }
+  }
+  return t;
+}
+
+// "records: made N + copies C = written or exported X + lost Y (by reason)",
+// and what the run lost, for the end of the summary.
+static std::string record_lines(const RecordTotals &r) {
+  std::ostringstream o;
+  if (r.made || r.copies || r.absorbed || r.lost) {
+    o << "records: made " << r.made << " + copies " << r.copies << " = written or exported " << r.absorbed
+      << " + lost " << r.lost;
+    for (size_t i = 0; i < r.lost_by_reason.size(); ++i)
+      o << (i ? ", " : " (") << r.lost_by_reason[i].first << " " << r.lost_by_reason[i].second
+        << (i + 1 == r.lost_by_reason.size() ? ")" : "");
+    o << (r.balanced() ? ": every record accounted for\n" : ": MISMATCH\n");
+  }
+  if (r.data_lost())
+    o << "data lost: " << r.lost << " flow records, " << r.packets_unwritten << " packets not written, "
+      << r.write_errors << " failed writes\n";
+  return o.str();
+}
+
 std::string Runtime::summary() const {
   std::ostringstream o;
   const LaneGraph &lg = ctx_.graph();
@@ -377,8 +419,9 @@ std::string Runtime::summary() const {
       for (size_t r = 0; r < c.reasons.size(); ++r)
         if (c.drops[r].get())
           o << "      " << (c.of_records[r] ? "records lost, " : "dropped, ") << c.reasons[r] << ": " << c.drops[r].get() << "\n";
-      if (c.records_in.get() || c.records_out.get() || c.records_absorbed.get())
-        o << "      flow records: in " << c.records_in.get() << ", out " << c.records_out.get()
+      if (c.records_in.get() || c.records_out.get() || c.records_absorbed.get() || c.records_made.get())
+        o << "      flow records: " << (c.records_made.get() ? "made " + std::to_string(c.records_made.get()) + ", " : "")
+          << "in " << c.records_in.get() << ", out " << c.records_out.get()
           << (c.records_absorbed.get() ? ", written or exported " + std::to_string(c.records_absorbed.get()) : "") << "\n";
       if (const auto *s = dynamic_cast<const SourceElement *>(e)) {
         std::vector<std::pair<std::string, uint64_t>> dd;
@@ -411,6 +454,7 @@ std::string Runtime::summary() const {
   RunTotals t = totals();
   o << "accounting: received " << t.received << " + copies " << t.copies << " = absorbed " << t.absorbed
     << " + dropped " << t.dropped << (t.balanced() ? ": every packet accounted for\n" : ": MISMATCH\n");
+  o << record_lines(record_totals());
   return o.str();
 }
 
@@ -429,7 +473,8 @@ std::string Runtime::elements_json() const {
       << ", \"out\": " << c.out.get() << ", \"absorbed\": " << c.absorbed.get() << ", \"copies\": " << c.copies.get()
       << ", \"bytes\": " << c.in_bytes.get() << ", \"records_in\": " << c.records_in.get()
       << ", \"records_out\": " << c.records_out.get() << ", \"records_absorbed\": " << c.records_absorbed.get()
-      << ", \"drops\": {";
+      << ", \"records_made\": " << c.records_made.get() << ", \"records_copies\": " << c.records_copies.get()
+      << ", \"write_errors\": " << c.write_errors.get() << ", \"drops\": {";
     bool fr = true;
     for (size_t r = 0; r < c.reasons.size(); ++r) {
       o << (fr ? "" : ", ") << json_string(c.reasons[r]) << ": " << c.drops[r].get();
@@ -455,7 +500,15 @@ std::string Runtime::summary_json() const {
   RunTotals t = totals();
   o << "{\"elapsed_s\": " << elapsed_s_ << ", \"received\": " << t.received << ", \"copies\": " << t.copies
     << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
-    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
+    << ", \"balanced\": " << (t.balanced() ? "true" : "false");
+  RecordTotals r = record_totals();
+  o << ",\n \"records\": {\"made\": " << r.made << ", \"copies\": " << r.copies << ", \"absorbed\": " << r.absorbed
+    << ", \"lost\": " << r.lost << ", \"lost_by_reason\": {";
+  for (size_t i = 0; i < r.lost_by_reason.size(); ++i)
+    o << (i ? ", " : "") << json_string(r.lost_by_reason[i].first) << ": " << r.lost_by_reason[i].second;
+  o << "}, \"balanced\": " << (r.balanced() ? "true" : "false") << "}, \"write_errors\": " << r.write_errors
+    << ", \"packets_unwritten\": " << r.packets_unwritten << ", \"data_lost\": " << (r.data_lost() ? "true" : "false")
+    << ",\n \"lanes\": [";
   for (size_t l = 0; l < lane_source_.size(); ++l)
     o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << lane_source_[l]->counters.in.get()
       << ", \"bytes\": " << lane_source_[l]->received_bytes() << "}";

@@ -68,7 +68,7 @@ std::string address(const uint8_t *a, bool v6) {
 
 class FlowLogRuntime final : public RuntimeElement {
  public:
-  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records") {
+  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records", counters.write_errors) {
     path_ = arg("file").text;
     jsonl_ = arg("format").text == "jsonl";
     write_error_ = counters.reason("write error", true);
@@ -82,7 +82,6 @@ class FlowLogRuntime final : public RuntimeElement {
   void flush() override {
     write_out();
     file_.close();
-    settle(file_.failed_writes());
   }
   void report(std::vector<std::string> &lines) const override {
     std::string where = path_ == "-" ? "standard output" : path_;
@@ -117,10 +116,6 @@ class FlowLogRuntime final : public RuntimeElement {
     counters.records_absorbed.add(w.records);
     lines_ += w.weight;
     if (w.lost) counters.drops[write_error_].add(w.lost);
-    settle(file_.failed_writes());
-  }
-  void settle(uint64_t failed) {
-    if (failed > counters.write_errors.get()) counters.write_errors.add(failed - counters.write_errors.get());
   }
 
   void write(const FlowRecord &r, const FlowCounters &c, bool reverse) {

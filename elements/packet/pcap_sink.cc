@@ -110,7 +110,7 @@ std::string append_problem(const std::string &have, const std::string &want) {
 // through stdio and returns nothing).
 class PcapSinkRuntime final : public RuntimeElement {
  public:
-  PcapSinkRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "packets") {
+  PcapSinkRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "packets", counters.write_errors) {
     path_ = arg("file").text;
     snaplen_ = uint32_t(arg("snaplen").integer);
     write_error_ = counters.reason("write error");
@@ -151,7 +151,6 @@ class PcapSinkRuntime final : public RuntimeElement {
   void flush() override {
     write_out();
     file_.close();
-    settle();
   }
   void report(std::vector<std::string> &lines) const override {
     std::string failed = !file_.failed_writes() ? ""
@@ -189,11 +188,6 @@ class PcapSinkRuntime final : public RuntimeElement {
     RecordFile::Written w = file_.write_buffer();
     counters.absorbed.add(w.records);
     if (w.lost) counters.drops[write_error_].add(w.lost);
-    settle();
-  }
-  void settle() {
-    if (file_.failed_writes() > counters.write_errors.get())
-      counters.write_errors.add(file_.failed_writes() - counters.write_errors.get());
   }
 
   std::string path_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "engine/runtime/element_runtime.hh"
@@ -30,8 +31,10 @@ void RecordFile::open(const std::string &path, Open how, std::string header) {
     fd_ = ::open(path.c_str(), flags, 0666);
     if (fd_ < 0) throw std::runtime_error("'" + who_ + "': cannot write '" + path + "': " + strerror(errno));
   }
+  // Standard output is never cut or looked at: whatever it is, others (the
+  // shell, the summary) write to it too.
   struct stat st {};
-  if (fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) regular_ = true, size_at_open_ = uint64_t(st.st_size);
+  regular_ = path != "-" && fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
   buf_.reserve(kCapacity + (64 << 10));
   header_ = std::move(header);
   write_pending_header();
@@ -120,7 +123,7 @@ void RecordFile::close() {
 // Counted every time, printed once per kind of error: a full disk fails
 // every write until it frees up.
 void RecordFile::failed(int err) {
-  ++failed_writes_;
+  failed_writes_.add();
   last_error_ = strerror(err);
   if (std::find(reported_.begin(), reported_.end(), err) != reported_.end()) return;
   reported_.push_back(err);
@@ -134,7 +137,7 @@ void RecordFile::report_metrics(MetricSink &out) const {
   out.counter("file_written_bytes_total", "Bytes a FlowLog or PcapSink wrote to its file.", double(bytes_written_));
   out.counter("file_write_errors_total",
               "Failed writes of a FlowLog or PcapSink; what they lost is in the dropped counters, reason \"write error\".",
-              double(failed_writes_));
+              double(failed_writes_.get()));
 }
 
 }  // namespace sluice

@@ -6,13 +6,13 @@
 // made writes after what its predecessor flushed at the switch, whatever the
 // order in which the two opened the file.
 #pragma once
-#include <sys/types.h>
-
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "engine/runtime/counters.hh"
 
 namespace sluice {
 
@@ -24,8 +24,11 @@ class RecordFile {
   // written earlier in this run (a sink a reload replaced or removed).
   enum class Open { Replace, Append };
 
-  // who: the element's name, unit: "records" or "packets" (for the message).
-  RecordFile(std::string who, std::string unit) : who_(std::move(who)), unit_(std::move(unit)) {}
+  // who: the element's name, unit: "records" or "packets" (for the
+  // message); failed writes are counted in `failed_writes` (the element's
+  // counters.write_errors).
+  RecordFile(std::string who, std::string unit, Counter &failed_writes)
+      : who_(std::move(who)), unit_(std::move(unit)), failed_writes_(failed_writes) {}
   ~RecordFile();
   RecordFile(const RecordFile &) = delete;
   RecordFile &operator=(const RecordFile &) = delete;
@@ -35,9 +38,6 @@ class RecordFile {
   // the file is still empty. Throws std::runtime_error when the file cannot
   // be opened.
   void open(const std::string &path, Open how, std::string header);
-  const std::string &path() const { return path_; }
-  // Bytes the file held when it was opened (0: new or empty).
-  uint64_t size_at_open() const { return size_at_open_; }
 
   // A record: its bytes, then end_record(weight) (weight: FlowLog's lines).
   void append(const void *p, size_t n) {
@@ -63,7 +63,7 @@ class RecordFile {
   // failed write. Write the buffer first.
   void close();
 
-  uint64_t failed_writes() const { return failed_writes_; }
+  uint64_t failed_writes() const { return failed_writes_.get(); }
   uint64_t bytes_written() const { return bytes_written_; }
   // strerror of the last failed write ("" when none failed).
   const std::string &last_error() const { return last_error_; }
@@ -82,12 +82,12 @@ class RecordFile {
 
   std::string who_, unit_, path_;
   int fd_ = -1;
-  bool regular_ = false;  // a regular file: a cut record can be cut off again
-  uint64_t size_at_open_ = 0;
+  bool regular_ = false;  // a regular file (not standard output): a cut record can be cut off again
   std::string header_;    // still to be written (only while the file is empty)
   std::vector<uint8_t> buf_;
   std::vector<End> ends_;
-  uint64_t failed_writes_ = 0, bytes_written_ = 0;
+  Counter &failed_writes_;
+  uint64_t bytes_written_ = 0;
   std::string last_error_;
   std::vector<int> reported_;  // errno values already printed: each once
 };

@@ -404,9 +404,10 @@ TEST_CASE("reload: a FlowLog whose format changes keeps every line written befor
   // log's, and the JSON one's.
   std::string summary = rt.summary();
   INFO(summary);
-  auto lines_written = [&](const std::string &row) {
+  auto lines_written = [&](const std::string &row) {  // the row, its lines, the one that says what it wrote
+    std::regex report("\n  " + row + " +[0-9][^\n]*\n(      [^\n]*\n)*?      wrote ([0-9]+) lines to " + log + "\n");
     std::smatch m;
-    REQUIRE(std::regex_search(summary, m, std::regex("\n  " + row + " +[0-9][^\n]*\n(      [^\n]*\n)*?      wrote ([0-9]+) lines to " + log + "\n")));
+    REQUIRE(std::regex_search(summary, m, report));
     return std::stoull(m[2]);
   };
   std::vector<uint64_t> counted = {lines_written("log \\(replaced\\)"), lines_written("log")};

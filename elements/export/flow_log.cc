@@ -67,8 +67,10 @@ std::string address(const uint8_t *a, bool v6) {
 }
 
 class FlowLogRuntime final : public RuntimeElement {
+  static constexpr size_t kBlock = 1 << 20;  // as stdio's buffer was
+
  public:
-  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records", counters.write_errors) {
+  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records", counters.write_errors, kBlock) {
     path_ = arg("file").text;
     jsonl_ = arg("format").text == "jsonl";
     write_error_ = counters.reason("write error", true);

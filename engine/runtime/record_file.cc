@@ -35,7 +35,7 @@ void RecordFile::open(const std::string &path, Open how, std::string header) {
   // shell, the summary) write to it too.
   struct stat st {};
   regular_ = path != "-" && fstat(fd_, &st) == 0 && S_ISREG(st.st_mode);
-  buf_.reserve(kCapacity + (64 << 10));
+  buf_.reserve(block_ + (64 << 10));
   header_ = std::move(header);
   write_pending_header();
 }

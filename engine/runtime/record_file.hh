@@ -26,9 +26,10 @@ class RecordFile {
 
   // who: the element's name, unit: "records" or "packets" (for the
   // message); failed writes are counted in `failed_writes` (the element's
-  // counters.write_errors).
-  RecordFile(std::string who, std::string unit, Counter &failed_writes)
-      : who_(std::move(who)), unit_(std::move(unit)), failed_writes_(failed_writes) {}
+  // counters.write_errors). `block`: the bytes buffered before a write, and
+  // so what one failed write loses at most, and how far the file lags.
+  RecordFile(std::string who, std::string unit, Counter &failed_writes, size_t block)
+      : who_(std::move(who)), unit_(std::move(unit)), failed_writes_(failed_writes), block_(block) {}
   ~RecordFile();
   RecordFile(const RecordFile &) = delete;
   RecordFile &operator=(const RecordFile &) = delete;
@@ -51,7 +52,7 @@ class RecordFile {
   }
   void end_record(uint32_t weight = 1) { ends_.push_back({uint32_t(buf_.size()), weight}); }
   // The buffer is worth a write (call write_buffer()).
-  bool full() const { return buf_.size() >= kCapacity; }
+  bool full() const { return buf_.size() >= block_; }
 
   // What a write of the buffer did: records (and their weight) now in the
   // file, and records lost to a failed write.
@@ -71,7 +72,6 @@ class RecordFile {
   void report_metrics(MetricSink &out) const;
 
  private:
-  static constexpr size_t kCapacity = 1 << 20;
   struct End {
     uint32_t offset, weight;  // where a record ends in buf_, its weight
   };
@@ -87,6 +87,7 @@ class RecordFile {
   std::vector<uint8_t> buf_;
   std::vector<End> ends_;
   Counter &failed_writes_;
+  size_t block_;
   uint64_t bytes_written_ = 0;
   std::string last_error_;
   std::vector<int> reported_;  // errno values already printed: each once

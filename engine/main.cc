@@ -1,5 +1,6 @@
 // The `sluice` command line. Exit status: 0 clean, 1 errors in the
-// configuration, 2 usage errors.
+// configuration (or a device, or accounting that does not balance), 2 usage
+// errors, 3 a run that completed but lost data.
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@ using namespace sluice;
 
 namespace {
 
-constexpr int kExitClean = 0, kExitErrors = 1, kExitUsage = 2;
+constexpr int kExitClean = 0, kExitErrors = 1, kExitUsage = 2, kExitDataLost = 3;
 
 struct ConfigArgs {
   std::string file;
@@ -342,7 +343,11 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     f << rt.summary_json();
     if (!f) std::cerr << "sluice: cannot write " << stats_json << "\n";
   }
-  return rt.totals().balanced() ? kExitClean : kExitErrors;
+  // Flow records lost and failed writes are data lost; packet drops
+  // (filtered, not sampled, a full ring) are counted by reason in the summary.
+  RecordTotals records = rt.record_totals();
+  if (!rt.totals().balanced() || !records.balanced()) return kExitErrors;
+  return records.data_lost() ? kExitDataLost : kExitClean;
 }
 
 // `sluice plan --emit-ir`: the graph set up as `sluice run` would (devices
@@ -416,6 +421,11 @@ int main(int argc, char **argv) {
                 "fuse every segment's loop with LLVM ORC before the run starts (the default); an element that "
                 "cannot be compiled is an error");
   run->add_flag("--no-jit", no_jit, "run every segment through the interpreter instead");
+  run->footer("Exit status: 0 every packet and flow record accounted for and nothing lost; 1 a configuration or "
+              "device error, or accounting that does not balance; 2 a usage error; 3 the run completed but lost "
+              "data: flow records lost (a collector away, a full export queue, a failed write) or a failed write "
+              "of a FlowLog or PcapSink. Packet drops (filtered, not sampled, a full ring) do not change the status: "
+              "the summary counts them by reason.");
   run->add_option("--jit-cpu", run_jit.cpu,
                   "the JIT's code generation target: an LLVM CPU name (x86-64-v3, znver3, ...) or `host`; "
                   "default x86-64-v3 where the machine has it, which measured faster here than `host`")

@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/record_file.hh"
 #include "engine/runtime/run_context.hh"
 
 using namespace sluice;
@@ -26,11 +28,25 @@ const ElementSpec &flow_log_spec() {
               "`tcp_flags` as a number (FIN = 1, SYN = 2, RST = 4, PSH = 8, ACK = 16, ...), `end_reason` one of "
               "`idle timeout`, `active timeout`, `end of flow`, `forced end`, `lack of resources`.\n\n"
               "With several lanes, give each its own file with `$queue` (`FlowLog(\"flows-$queue.csv\")`), or "
-              "declare the log `shared` to write the records of all lanes into one file.")
+              "declare the log `shared` to write the records of all lanes into one file.\n\n"
+              "Lines are written in blocks of about 1 MiB, and at the end of the run. A record counts as "
+              "written (`records_absorbed`) once all its lines are in the file. A write that fails (a full "
+              "disk, an I/O error) loses the records of its block: they are counted as lost, reason "
+              "\"write error\", the error is printed once, and the next block is tried again. A record cut "
+              "by the error is removed from the file again, so it holds whole lines only (standard output "
+              "and pipes cannot be cut). The run then exits with status 3.\n\n"
+              "When a hot reload makes a new log for a path a log of this run has written (another "
+              "`format`, `shared` added or removed, or a new log on the path of one that goes), the new log "
+              "appends to the file: every line written before stays, and the old log's last lines come "
+              "before the new one's first. The CSV header is "
+              "written only into an empty file, so a format changed on the same path leaves the file with "
+              "the lines of the old format, then those of the new one; give the new format its own file to "
+              "keep them apart.")
           .arg(ArgSpec::string("file")
                    .def("\"-\"")
                    .pos()
-                   .describe("Path of the file to write, replaced if it exists; `-` is standard output."))
+                   .describe("Path of the file to write, replaced if it exists when the run starts (appended to "
+                             "after a hot reload, see above); `-` is standard output."))
           .arg(ArgSpec::symbol("format", {"csv", "jsonl"})
                    .def("csv")
                    .describe("`csv`: comma-separated values after a header line naming the columns; `jsonl`: "
@@ -51,26 +67,34 @@ std::string address(const uint8_t *a, bool v6) {
 }
 
 class FlowLogRuntime final : public RuntimeElement {
+  static constexpr size_t kBlock = 1 << 20;  // as stdio's buffer was
+
  public:
-  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+  FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records", counters.write_errors, kBlock) {
     path_ = arg("file").text;
     jsonl_ = arg("format").text == "jsonl";
-  }
-  ~FlowLogRuntime() override {
-    if (file_ && file_ != stdout) fclose(file_);
-    else if (file_) fflush(file_);
+    write_error_ = counters.reason("write error", true);
   }
 
   void prepare() override {
-    ctx_.claim_output_file(path_, name());
-    file_ = path_ == "-" ? stdout : fopen(path_.c_str(), "w");
-    if (!file_) throw std::runtime_error("'" + name() + "': cannot write '" + path_ + "': " + strerror(errno));
-    if (file_ != stdout) setvbuf(file_, nullptr, _IOFBF, 1 << 20);
-    if (!jsonl_) fputs("start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane\n", file_);
+    bool written_before = ctx_.claim_output_file(path_, name());
+    file_.open(path_, written_before ? RecordFile::Open::Append : RecordFile::Open::Replace,
+               jsonl_ ? "" : "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane\n");
   }
-  void flush() override { fflush(file_); }
+  void flush() override {
+    write_out();
+    file_.close();
+  }
   void report(std::vector<std::string> &lines) const override {
-    lines.push_back("wrote " + std::to_string(lines_) + " lines to " + (path_ == "-" ? "standard output" : path_));
+    std::string where = path_ == "-" ? "standard output" : path_;
+    std::string failed = !file_.failed_writes() ? ""
+                         : "; " + std::to_string(file_.failed_writes()) + " failed writes (" + file_.last_error() +
+                               ") lost " + std::to_string(counters.drops[write_error_].get()) + " records";
+    lines.push_back("wrote " + std::to_string(lines_) + " lines to " + where + failed);
+  }
+  void report_metrics(MetricSink &out) const override {
+    out.counter("flow_log_lines_total", "Lines a FlowLog wrote.", double(lines_));
+    file_.report_metrics(out);
   }
 
  public:
@@ -78,37 +102,50 @@ class FlowLogRuntime final : public RuntimeElement {
   void push_flows(int, FlowBatch &batch) override {
     for (int i = 0; i < batch.count; ++i) {
       const FlowRecord &r = batch.recs[i];
+      uint32_t lines = 1;
       write(r, r.fwd, false);
-      if (r.biflow && r.rev.packets) write(r, r.rev, true);
+      if (r.biflow && r.rev.packets) write(r, r.rev, true), ++lines;
+      file_.end_record(lines);
     }
-    counters.records_absorbed.add(batch.count);
     batch.count = 0;
+    if (file_.full()) write_out();
   }
 
  private:
+  // A record counts as written once all its lines are in the file.
+  void write_out() {
+    RecordFile::Written w = file_.write_buffer();
+    counters.records_absorbed.add(w.records);
+    lines_ += w.weight;
+    if (w.lost) counters.drops[write_error_].add(w.lost);
+  }
+
   void write(const FlowRecord &r, const FlowCounters &c, bool reverse) {
     const FlowKey &k = r.key;
     bool v6 = k.is_ipv6;
     std::string src = address(reverse ? k.dst_addr : k.src_addr, v6), dst = address(reverse ? k.src_addr : k.dst_addr, v6);
     unsigned sport = reverse ? k.dst_port : k.src_port, dport = reverse ? k.src_port : k.dst_port;
     unsigned long long start = c.first_ns / 1000000, end = c.last_ns / 1000000;
+    char line[512];
+    int n;
     if (jsonl_)
-      fprintf(file_,
-              "{\"start_ms\": %llu, \"end_ms\": %llu, \"proto\": %u, \"src\": \"%s\", \"sport\": %u, \"dst\": \"%s\", "
-              "\"dport\": %u, \"packets\": %llu, \"bytes\": %llu, \"tcp_flags\": %u, \"end_reason\": \"%s\", "
-              "\"vlan\": %u, \"lane\": %u}\n",
-              start, end, k.proto, src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets,
-              (unsigned long long)c.octets, c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
+      n = snprintf(line, sizeof line,
+                   "{\"start_ms\": %llu, \"end_ms\": %llu, \"proto\": %u, \"src\": \"%s\", \"sport\": %u, \"dst\": \"%s\", "
+                   "\"dport\": %u, \"packets\": %llu, \"bytes\": %llu, \"tcp_flags\": %u, \"end_reason\": \"%s\", "
+                   "\"vlan\": %u, \"lane\": %u}\n",
+                   start, end, k.proto, src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets,
+                   (unsigned long long)c.octets, c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
     else
-      fprintf(file_, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u\n", start, end, k.proto, src.c_str(), sport,
-              dst.c_str(), dport, (unsigned long long)c.packets, (unsigned long long)c.octets, c.tcp_flags,
-              flow_end_reason_name(r.reason), k.vlan, r.lane);
-    ++lines_;
+      n = snprintf(line, sizeof line, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u\n", start, end, k.proto,
+                   src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets, (unsigned long long)c.octets,
+                   c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
+    file_.append(line, size_t(std::min<int>(n, int(sizeof line) - 1)));
   }
 
   std::string path_;
   bool jsonl_ = false;
-  FILE *file_ = nullptr;
+  RecordFile file_;
+  int write_error_;
   uint64_t lines_ = 0;
 };
 

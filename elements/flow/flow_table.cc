@@ -222,7 +222,7 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
     unsigned records = 0;
     cache_->account_batch(metas, times, n, outcomes, out_.recs, &records);
     out_.count = uint16_t(records);
-    emit_flows(0, out_);
+    emit_made_flows(0, out_);
     for (unsigned i = 0; i < n; ++i) {
       rte_mbuf *m = batch.pkts[start + i];
       switch (outcomes[i]) {
@@ -242,7 +242,7 @@ void FlowTableRuntime::emit_adopted_evictions() {
   for (size_t i = 0; i < adopted_evictions_.size(); i += kMaxFlowBatch) {
     out_.count = uint16_t(std::min<size_t>(kMaxFlowBatch, adopted_evictions_.size() - i));
     std::copy_n(adopted_evictions_.begin() + long(i), out_.count, out_.recs);
-    emit_flows(0, out_);
+    emit_made_flows(0, out_);
   }
   adopted_evictions_.clear();
 }
@@ -275,7 +275,7 @@ void FlowTableRuntime::flush() {
     size_t n = 0;
     left = cache_->flush(out_.recs, kMaxFlowBatch, &n);
     out_.count = uint16_t(n);
-    emit_flows(0, out_);
+    emit_made_flows(0, out_);
   }
 }
 

@@ -177,9 +177,9 @@ class GCSlicerRuntime final : public RuntimeElement {
       begin = table_->cache().expire(now, begin, end, out_.recs + out_.count, kMaxFlowBatch - out_.count, &n);
       cycles += rte_rdtsc() - t0;
       out_.count = uint16_t(out_.count + n);
-      if (out_.full() || begin < end) emit_flows(0, out_);
+      if (out_.full() || begin < end) emit_made_flows(0, out_);
     }
-    emit_flows(0, out_);
+    emit_made_flows(0, out_);
     cursor_ = end >= slots_ ? 0 : end;
     hist_.add(uint64_t(double(cycles) * ns_per_tsc_));
   }

@@ -23,12 +23,17 @@ class Counter {
 // What an element did with the packets it was given. For every element, at
 // the end of a run: in + copies = out + absorbed + dropped (summed over
 // reasons). `absorbed` are packets that end here by design (Discard,
-// PcapSink, a flow table); drops are counted by reason.
+// PcapSink, a flow table); drops are counted by reason. The same for flow
+// records: records_in + records_made + records_copies = records_out +
+// records_absorbed + records lost (by reason).
 struct ElementCounters {
   static constexpr int kMaxReasons = 16;
   Counter in, out, absorbed, copies;
   Counter records_in, records_out;  // flows streams: flow records
-  Counter records_absorbed;        // records that end here (exported, written)
+  Counter records_made;             // records made here (a flow table's, its GCSlicer's expirations)
+  Counter records_copies;           // extra records made by fan-out
+  Counter records_absorbed;         // records that end here (exported, written)
+  Counter write_errors;             // failed writes (FlowLog, PcapSink); what they lost is dropped by reason
   Counter in_bytes;
   Counter drops[kMaxReasons];
   std::vector<std::string> reasons;  // names of drops[i], fixed before the run
@@ -64,6 +69,7 @@ struct ElementCounters {
 struct CounterValues {
   uint64_t in = 0, out = 0, absorbed = 0, copies = 0;
   uint64_t records_in = 0, records_out = 0, records_absorbed = 0, in_bytes = 0;
+  uint64_t records_made = 0, records_copies = 0, write_errors = 0;
   struct Drop {
     std::string reason;
     bool of_records;
@@ -77,12 +83,15 @@ struct CounterValues {
     in += c.in.get(), out += c.out.get(), absorbed += c.absorbed.get(), copies += c.copies.get();
     records_in += c.records_in.get(), records_out += c.records_out.get();
     records_absorbed += c.records_absorbed.get(), in_bytes += c.in_bytes.get();
+    records_made += c.records_made.get(), records_copies += c.records_copies.get();
+    write_errors += c.write_errors.get();
     for (size_t r = 0; r < c.reasons.size(); ++r) add_drop(c.reasons[r], c.of_records[r], c.drops[r].get());
   }
   void add(const CounterValues &v) {
     in += v.in, out += v.out, absorbed += v.absorbed, copies += v.copies;
     records_in += v.records_in, records_out += v.records_out;
     records_absorbed += v.records_absorbed, in_bytes += v.in_bytes;
+    records_made += v.records_made, records_copies += v.records_copies, write_errors += v.write_errors;
     for (const Drop &d : v.drops) add_drop(d.reason, d.of_records, d.count);
   }
   void add_drop(const std::string &reason, bool of_records, uint64_t count) {

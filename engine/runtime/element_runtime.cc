@@ -117,6 +117,7 @@ void RuntimeElement::emit_flows(int port, FlowBatch &batch) {
     batch.count = 0;
     return;
   }
+  counters.records_copies.add(uint64_t(batch.count) * (o.targets.size() - 1));
   for (size_t t = 0; t < o.targets.size(); ++t) {
     const OutputTarget &target = o.targets[t];
     FlowBatch copy;
@@ -134,6 +135,11 @@ void RuntimeElement::emit_flows(int port, FlowBatch &batch) {
     }
   }
   batch.count = 0;
+}
+
+void RuntimeElement::emit_made_flows(int port, FlowBatch &batch) {
+  counters.records_made.add(batch.count);
+  emit_flows(port, batch);
 }
 
 void RuntimeElement::drop(rte_mbuf *m, int reason) {

@@ -194,6 +194,9 @@ class RuntimeElement {
   // Drops with a reason from counters.reason().
   // Flow records out of output `port`; every connection gets every record.
   void emit_flows(int port, FlowBatch &batch);
+  // The same for records the element made (a flow table's, a GCSlicer's
+  // expirations), not passed on: counted as made (records_made).
+  void emit_made_flows(int port, FlowBatch &batch);
   void drop(rte_mbuf *m, int reason);
   void drop_all(PacketBatch &batch, int reason);
   // Ends packets here by design (Discard, PcapSink).

@@ -60,9 +60,11 @@ struct RunContext {
   }
   // Files elements write, so that two never write the same one (a sink
   // replicated per lane without $queue in its name). Throws with a message
-  // naming both.
-  void claim_output_file(const std::string &path, const std::string &element);
+  // naming both. Returns whether a sink wrote the path earlier in this run
+  // (one that a hot reload replaced or removed): the new one appends.
+  bool claim_output_file(const std::string &path, const std::string &element);
   std::vector<std::pair<std::string, std::string>> output_files;  // path, element
+  std::vector<std::string> files_written;  // every path claimed in the run
 
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;

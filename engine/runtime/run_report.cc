@@ -65,6 +65,49 @@ RunTotals RunReport::totals() const {
   return t;
 }
 
+RecordTotals RunReport::record_totals() const {
+  RecordTotals t;
+  for (const ReportRow &row : rows_) {
+    const CounterValues &c = row.counters;
+    t.made += c.records_made;
+    t.copies += c.records_copies;
+    t.absorbed += c.records_absorbed;
+    t.write_errors += c.write_errors;
+    for (const CounterValues::Drop &d : c.drops) {
+      if (!d.of_records && d.reason == "write error") t.packets_unwritten += d.count;
+      if (!d.of_records || !d.count) continue;
+      t.lost += d.count;
+      auto same = [&](const auto &l) { return l.first == d.reason; };
+      auto it = std::find_if(t.lost_by_reason.begin(), t.lost_by_reason.end(), same);
+      if (it == t.lost_by_reason.end()) t.lost_by_reason.emplace_back(d.reason, 0), it = t.lost_by_reason.end() - 1;
+      it->second += d.count;
+    }
+  }
+  return t;
+}
+
+namespace {
+
+// "records: made N + copies C = written or exported X + lost Y (by reason)",
+// and what the run lost, for the end of the summary.
+std::string record_lines(const RecordTotals &r) {
+  std::ostringstream o;
+  if (r.made || r.copies || r.absorbed || r.lost) {
+    o << "records: made " << r.made << " + copies " << r.copies << " = written or exported " << r.absorbed
+      << " + lost " << r.lost;
+    for (size_t i = 0; i < r.lost_by_reason.size(); ++i)
+      o << (i ? ", " : " (") << r.lost_by_reason[i].first << " " << r.lost_by_reason[i].second
+        << (i + 1 == r.lost_by_reason.size() ? ")" : "");
+    o << (r.balanced() ? ": every record accounted for\n" : ": MISMATCH\n");
+  }
+  if (r.data_lost())
+    o << "data lost: " << r.lost << " flow records, " << r.packets_unwritten << " packets not written, "
+      << r.write_errors << " failed writes\n";
+  return o.str();
+}
+
+}  // namespace
+
 std::string RunReport::where_it_ran(size_t segment) const {
   const SegmentRunner &seg = *rt_.segments()[segment];
   const SegmentPlacement &sp = rt_.context().options.placement->segments[size_t(seg.segment().id)];
@@ -95,8 +138,9 @@ std::string RunReport::text() const {
       o << buf;
       for (const CounterValues::Drop &d : c.drops)
         if (d.count) o << "      " << (d.of_records ? "records lost, " : "dropped, ") << d.reason << ": " << d.count << "\n";
-      if (c.records_in || c.records_out || c.records_absorbed)
-        o << "      flow records: in " << c.records_in << ", out " << c.records_out
+      if (c.records_in || c.records_out || c.records_absorbed || c.records_made)
+        o << "      flow records: " << (c.records_made ? "made " + std::to_string(c.records_made) + ", " : "")
+          << "in " << c.records_in << ", out " << c.records_out
           << (c.records_absorbed ? ", written or exported " + std::to_string(c.records_absorbed) : "") << "\n";
       for (auto &[reason, n] : device_drops(r->source))
         if (n) o << "      lost at the device, " << reason << ": " << n << "\n";
@@ -125,6 +169,7 @@ std::string RunReport::text() const {
   RunTotals t = totals();
   o << "accounting: received " << t.received << " + copies " << t.copies << " = absorbed " << t.absorbed
     << " + dropped " << t.dropped << (t.balanced() ? ": every packet accounted for\n" : ": MISMATCH\n");
+  o << record_lines(record_totals());
   return o.str();
 }
 
@@ -141,7 +186,8 @@ std::string RunReport::elements_json() const {
       << ", \"in\": " << c.in << ", \"out\": " << c.out << ", \"absorbed\": " << c.absorbed
       << ", \"copies\": " << c.copies << ", \"bytes\": " << c.in_bytes << ", \"records_in\": " << c.records_in
       << ", \"records_out\": " << c.records_out << ", \"records_absorbed\": " << c.records_absorbed
-      << ", \"drops\": {";
+      << ", \"records_made\": " << c.records_made << ", \"records_copies\": " << c.records_copies
+      << ", \"write_errors\": " << c.write_errors << ", \"drops\": {";
     bool fr = true;
     for (const CounterValues::Drop &d : c.drops) {
       o << (fr ? "" : ", ") << json_string(d.reason) << ": " << d.count;
@@ -170,7 +216,15 @@ std::string RunReport::json() const {
   RunTotals t = totals();
   o << "{\"elapsed_s\": " << rt_.elapsed_s() << ", \"received\": " << t.received << ", \"copies\": " << t.copies
     << ", \"absorbed\": " << t.absorbed << ", \"dropped\": " << t.dropped
-    << ", \"balanced\": " << (t.balanced() ? "true" : "false") << ",\n \"lanes\": [";
+    << ", \"balanced\": " << (t.balanced() ? "true" : "false");
+  RecordTotals r = record_totals();
+  o << ",\n \"records\": {\"made\": " << r.made << ", \"copies\": " << r.copies << ", \"absorbed\": " << r.absorbed
+    << ", \"lost\": " << r.lost << ", \"lost_by_reason\": {";
+  for (size_t i = 0; i < r.lost_by_reason.size(); ++i)
+    o << (i ? ", " : "") << json_string(r.lost_by_reason[i].first) << ": " << r.lost_by_reason[i].second;
+  o << "}, \"balanced\": " << (r.balanced() ? "true" : "false") << "}, \"write_errors\": " << r.write_errors
+    << ", \"packets_unwritten\": " << r.packets_unwritten << ", \"data_lost\": " << (r.data_lost() ? "true" : "false")
+    << ",\n \"lanes\": [";
   const auto &sources = rt_.lane_sources();
   for (size_t l = 0; l < sources.size(); ++l)
     o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << sources[l]->counters.in.get()
@@ -238,6 +292,10 @@ std::string Runtime::elements_json() const {
 RunTotals Runtime::totals() const {
   auto lock = structure_lock();
   return RunReport(*this).totals();
+}
+RecordTotals Runtime::record_totals() const {
+  auto lock = structure_lock();
+  return RunReport(*this).record_totals();
 }
 
 }  // namespace sluice

@@ -13,6 +13,7 @@ namespace sluice {
 class Runtime;
 class SourceElement;
 struct RunTotals;
+struct RecordTotals;
 
 // One row of the report: a running instance, or the replaced instances of
 // an element in a lane.
@@ -33,6 +34,7 @@ class RunReport {
   std::string json() const;
   std::string elements_json() const;
   RunTotals totals() const;
+  RecordTotals record_totals() const;
 
  private:
   std::vector<const ReportRow *> lane_rows(int lane) const;

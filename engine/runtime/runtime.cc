@@ -58,8 +58,8 @@ int RunContext::memory_socket(int segment) const {
   return dpdk_socket_for_node(options.placement->segments[size_t(segment)].node);
 }
 
-void RunContext::claim_output_file(const std::string &path, const std::string &element) {
-  if (path == "-" || path == "/dev/null") return;
+bool RunContext::claim_output_file(const std::string &path, const std::string &element) {
+  if (path == "-" || path == "/dev/null") return false;
   std::error_code ec;
   std::string canonical = std::filesystem::weakly_canonical(path, ec).string();
   for (const auto &[p, e] : output_files)
@@ -67,6 +67,9 @@ void RunContext::claim_output_file(const std::string &path, const std::string &e
       throw std::runtime_error("'" + element + "' and '" + e + "' would both write '" + path +
                                "': give each lane its own file with $queue in the name, or declare the element shared");
   output_files.emplace_back(canonical, element);
+  if (std::find(files_written.begin(), files_written.end(), canonical) != files_written.end()) return true;
+  files_written.push_back(canonical);
+  return false;
 }
 
 Runtime::Runtime(std::shared_ptr<const CompiledPipe> pipe, RunOptions options)

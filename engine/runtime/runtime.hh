@@ -39,6 +39,20 @@ struct RunTotals {
   bool balanced() const { return received + copies == absorbed + dropped; }
 };
 
+// The flow records of a run, over every instance (replaced ones too): each
+// record a flow table or its GCSlicer made, and each extra copy fan-out made
+// for a second consumer, was written or exported, or lost by reason. None
+// can be waiting at the end of a run: tables flush, channels drain.
+struct RecordTotals {
+  uint64_t made = 0, copies = 0, absorbed = 0, lost = 0;
+  std::vector<std::pair<std::string, uint64_t>> lost_by_reason;  // over the elements
+  uint64_t write_errors = 0;       // failed writes of any element (FlowLog, PcapSink)
+  uint64_t packets_unwritten = 0;  // packets those writes lost (reason "write error")
+  bool balanced() const { return made + copies == absorbed + lost; }
+  // The run lost data: flow records (for any reason), or what a failed write carried.
+  bool data_lost() const { return lost > 0 || write_errors > 0; }
+};
+
 // What a hot reload did. When !applied the old graph runs on, untouched.
 struct ReloadOutcome {
   bool applied = false;
@@ -78,6 +92,7 @@ class Runtime {
   // Its "elements" array, also for `sluice ctl stats --json`.
   std::string elements_json() const;
   RunTotals totals() const;
+  RecordTotals record_totals() const;
 
   const std::vector<std::unique_ptr<RuntimeElement>> &elements() const { return running_.elements; }
   const std::vector<std::unique_ptr<SegmentRunner>> &segments() const { return running_.segments; }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <thread>
@@ -267,6 +268,38 @@ TEST_CASE("metrics: Runtime::record_reload feeds sluice_reloads_total and the pa
   CHECK(sample(m, "sluice_reload_pause_seconds_bucket{le=\"+Inf\"}") == 2);
   CHECK(sample(m, "sluice_reload_pause_seconds_count") == 2);
   CHECK(sample(m, "sluice_reload_pause_seconds_sum") == Approx(0.00302));
+}
+
+// The file sinks' metrics: bytes written, failed writes, and what those lost
+// under the drop counters (reason "write error"), equal to the run's counts.
+TEST_CASE("metrics: FlowLog and PcapSink report bytes written and failed writes", "[control][metrics][write-errors]") {
+  std::string dir = scratch("file_metrics");
+  std::string trace = dir + "/ok.pcap";
+  auto c = compile_text("TrafficGen(flows 100, new_flows_per_s 100, duration 1s) -> Timestamp(clock pcap)"
+                        " -> ft :: FlowTable(capacity 4K) -> GCSlicer(table ft) -> log :: FlowLog(\"/dev/full\");\n"
+                        "ft[1] -> s :: PcapSink(\"" + trace + "\");\n");
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge"};
+  o.status_line = false;
+  Runtime rt(c->pipe, o);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  rt.run();
+  std::string m = "\n" + probe_metrics_text(rt);
+  const RuntimeElement *log = rt.find("log#0"), *sink = rt.find("s#0");
+  REQUIRE(log);
+  REQUIRE(sink);
+  CHECK(log->counters.records_in.get() > 50);
+  CHECK(sample(m, "sluice_element_dropped_records_total{lane=\"0\",element=\"log\",reason=\"write error\"}") ==
+        log->counters.records_in.get());
+  CHECK(sample(m, "sluice_file_write_errors_total{lane=\"0\",element=\"log\"}") == log->counters.write_errors.get());
+  CHECK(log->counters.write_errors.get() >= 1);
+  CHECK(sample(m, "sluice_file_written_bytes_total{lane=\"0\",element=\"log\"}") == 0);
+  CHECK(sample(m, "sluice_flow_log_lines_total{lane=\"0\",element=\"log\"}") == 0);
+  CHECK(sample(m, "sluice_file_write_errors_total{lane=\"0\",element=\"s\"}") == 0);
+  CHECK(sample(m, "sluice_file_written_bytes_total{lane=\"0\",element=\"s\"}") == double(std::filesystem::file_size(trace)));
+  CHECK(sample(m, "sluice_element_absorbed_packets_total{lane=\"0\",element=\"s\"}") == sink->counters.in.get());
 }
 
 TEST_CASE("ctl: the control socket is the owner's alone", "[control][ctl]") {

@@ -37,14 +37,16 @@ namespace {
 std::string scratch(const std::string &name) { return test::scratch("flows", name); }
 bool have(const char *tool) { return have_tool(tool); }
 
-// A counter of the element named "exp" from --stats-json: records_in,
-// records_absorbed, or a drop reason.
-uint64_t exporter_stat(const std::string &json, const std::string &field) {
+// A counter of an element from --stats-json: records_in, records_absorbed,
+// write_errors, or a drop reason.
+uint64_t element_stat(const std::string &json, const std::string &element, const std::string &field) {
   std::smatch m;
-  INFO("exp." << field << " in " << json);
-  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"exp\"[^\n]*\"" + field + "\": ([0-9]+)")));
+  INFO(element << "." << field << " in " << json);
+  REQUIRE(std::regex_search(json, m, std::regex("\"name\": \"" + element + "\"[^\n]*\"" + field + "\": ([0-9]+)")));
   return std::stoull(m[1]);
 }
+// ... of the element named "exp".
+uint64_t exporter_stat(const std::string &json, const std::string &field) { return element_stat(json, "exp", field); }
 
 // One FlowLog CSV line, one direction of a flow.
 struct Line {
@@ -665,26 +667,38 @@ TEST_CASE("flows: IPFIX over TCP: every record to a listening collector, none, c
                                         "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(collector.port) +
                                         ", transport tcp);\nlog :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
   };
-  // Absent: the run ends normally, the records are counted as lost.
+  // Absent: the run ends, the records are counted as lost, and the exit
+  // status says the run lost data.
   Run r = run_sluice("run -q " + config("absent.pipe") + " --stats-json " + dir + "/absent.json");
   INFO(r.out);
-  REQUIRE(r.status == 0);
+  REQUIRE(r.status == 3);
   size_t records = read_csv(dir + "/flows.csv").size();  // lines; biflows are fewer records
   std::string json = read_file(dir + "/absent.json");
   auto field = [&](const std::string &name) { return exporter_stat(json, name); };
   uint64_t in = field("records_in"), exported = field("records_absorbed");
   // refused outright, or queued while connecting and lost when it failed
-  uint64_t lost = field("collector unreachable") + field("connection lost");
+  uint64_t unreachable = field("collector unreachable"), lost = unreachable + field("connection lost");
   CHECK(in > 0);
   CHECK(in <= records);
   CHECK(exported == 0);
   CHECK(lost == in);
+  // The run's records: each made once, copied once (to exp and log), the
+  // log wrote them all, the exporter lost them all.
+  std::string made = std::to_string(in), line = "records: made " + made + " + copies " + made +
+                                                " = written or exported " + made + " + lost " + std::to_string(lost);
+  CHECK(r.out.find(line) != std::string::npos);
+  CHECK(r.out.find("every record accounted for\n") != std::string::npos);
+  CHECK(r.out.find("data lost: " + std::to_string(lost) + " flow records") != std::string::npos);
+  CHECK(json.find("\"records\": {\"made\": " + made + ", \"copies\": " + made + ", \"absorbed\": " + made +
+                  ", \"lost\": " + std::to_string(lost)) != std::string::npos);
+  CHECK(json.find("\"data_lost\": true") != std::string::npos);
 
-  // Listening: every record arrives.
+  // Listening: every record arrives, nothing is lost.
   collector.start();
   r = run_sluice("run -q " + config("present.pipe") + " --stats-json " + dir + "/present.json");
   INFO(r.out);
   REQUIRE(r.status == 0);
+  CHECK(r.out.find("data lost") == std::string::npos);
   for (int i = 0; i < 50 && collector.records < in; ++i) usleep(100 * 1000);
   CHECK(collector.records == in);
   CHECK(collector.connections >= 1);
@@ -707,11 +721,11 @@ TEST_CASE("flows: IPFIX over TCP reconnects after the collector drops the connec
                                ", transport tcp);\n");
   Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
   INFO(r.out);
-  REQUIRE(r.status == 0);
   std::string json = read_file(dir + "/stats.json");
   auto field = [&](const std::string &name) { return exporter_stat(json, name); };
   uint64_t in = field("records_in"), exported = field("records_absorbed");
   uint64_t lost = field("collector unreachable") + field("connection lost");
+  REQUIRE(r.status == (lost ? 3 : 0));  // records in flight when the connection dropped are lost
   for (int i = 0; i < 50 && collector.records < exported; ++i) usleep(100 * 1000);
   CHECK(collector.connections >= 2);            // it came back
   CHECK(in == exported + lost);                 // every record exported or counted lost
@@ -820,4 +834,74 @@ TEST_CASE("flows: a live lane stopped by --duration exports every flow", "[flows
   size_t at = json.find("\"received\": ");
   REQUIRE(at != std::string::npos);
   CHECK(packets == std::stoull(json.substr(at + 12)));
+}
+
+// A FlowLog whose writes fail (a full device): the records are counted as
+// lost ("write error") rather than reported written, the error is printed
+// once, and the run exits with the data-loss status (3). A second log on a
+// good file is the count of records.
+TEST_CASE("flows: FlowLog to a full device counts its records lost, exit status 3", "[flows][write-errors]") {
+  std::string dir = scratch("log-full");
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kGen) + ")\n -> Timestamp(clock pcap)"
+                                                " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h)"
+                                                " -> GCSlicer(table ft) -> full :: FlowLog(\"/dev/full\"), "
+                                                "ok :: FlowLog(\"" + dir + "/ok.csv\");\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/s.json");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  std::string json = read_file(dir + "/s.json");
+  auto stat = [&](const std::string &element, const std::string &field) { return element_stat(json, element, field); };
+  uint64_t records = stat("ok#0", "records_absorbed");
+  CHECK(records > 500);
+  CHECK(stat("full#0", "records_in") == records);
+  CHECK(stat("full#0", "records_absorbed") == 0);
+  CHECK(stat("full#0", "write error") == records);
+  CHECK(stat("full#0", "write_errors") >= 1);
+  std::string n = std::to_string(records);
+  CHECK(r.out.find("records lost, write error: " + n + "\n") != std::string::npos);
+  CHECK(r.out.find("wrote 0 lines to /dev/full; ") != std::string::npos);
+  CHECK(r.out.find("(No space left on device) lost " + n + " records") != std::string::npos);
+  CHECK(r.out.find("records: made " + n + " + copies " + n + " = written or exported " + n + " + lost " + n +
+                   " (write error " + n + "): every record accounted for") != std::string::npos);
+  CHECK(json.find("\"lost_by_reason\": {\"write error\": " + n + "}") != std::string::npos);
+  CHECK(json.find("\"data_lost\": true") != std::string::npos);
+  // the error once, not once per write or record
+  std::string message = "sluice: 'full#0': cannot write '/dev/full': No space left on device";
+  size_t first = r.out.find(message);
+  CHECK(first != std::string::npos);
+  CHECK(r.out.find(message, first + 1) == std::string::npos);
+  CHECK(read_csv(dir + "/ok.csv").size() >= records);  // the good log has them all (biflows: 2 lines)
+}
+
+// A file that stops growing in the middle of a write (here the file size
+// limit, `ulimit -f`; a full disk does the same): the line it cut comes off
+// again, so the file holds whole lines, exactly those the log counts as
+// written, and every other record is counted lost.
+TEST_CASE("flows: FlowLog cut off by a full file keeps whole lines, the ones it counts", "[flows][write-errors]") {
+  std::string dir = scratch("log-fsize");
+  std::string log = dir + "/flows.csv";
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kGen) + ")\n -> Timestamp(clock pcap)"
+                                                " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction uni)"
+                                                " -> GCSlicer(table ft) -> log :: FlowLog(\"" + log + "\");\n");
+  // SIGXFSZ ignored: a write past the limit then fails with EFBIG
+  Run r = run_cmd("cd " SLUICE_SOURCE_DIR " && bash -c \"trap '' XFSZ; ulimit -f 64; exec " SLUICE_BINARY " run -q " +
+                  cfg + " --stats-json " + dir + "/s.json\"");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  CHECK(fs::file_size(log) <= 64 * 1024);
+  std::vector<Line> lines = read_csv(log);  // every line has its 13 columns
+  std::ifstream raw(log);
+  std::string all((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
+  CHECK(all.back() == '\n');
+  std::smatch m;
+  std::regex report("wrote ([0-9]+) lines to " + log + "; [0-9]+ failed writes \\(File too large\\) lost ([0-9]+) records");
+  REQUIRE(std::regex_search(r.out, m, report));
+  uint64_t written = std::stoull(m[1]), lost = std::stoull(m[2]);
+  CHECK(lines.size() == written);
+  CHECK(lines.size() > 300);
+  std::string json = read_file(dir + "/s.json");
+  CHECK(element_stat(json, "log#0", "records_absorbed") == written);  // direction uni: a line per record
+  CHECK(element_stat(json, "log#0", "records_in") == written + lost);
+  CHECK(element_stat(json, "log#0", "write error") == lost);
+  CHECK(lost > 300);
 }

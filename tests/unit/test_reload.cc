@@ -3,6 +3,7 @@
 // refuse in between. The records must be exactly those of a run without
 // reloads on the same generated traffic (no flow lost or exported twice),
 // and every packet accounted for.
+#include <pcap/pcap.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "engine/control/probe_metrics.hh"
@@ -443,6 +445,65 @@ TEST_CASE("reload: rings that cannot be allocated refuse the reload before anyth
   CHECK(rt.reload_stats().failed.load() == 1);
 }
 
+// A reload that replaces the FlowLog (another format on the same path): the
+// new log appends, so every line the old one wrote stays, its last lines
+// (flushed at the switch) come before the new one's first, and no line is
+// cut or mixed with another. On the old code the new log emptied the file.
+TEST_CASE("reload: a FlowLog whose format changes keeps every line written before", "[reload][files]") {
+  std::string dir = test::scratch("reload", "log_format");
+  std::string log = dir + "/flows.log";
+  std::string diags;
+  RunningProbe probe(graph_a(log));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(1000000);
+
+  std::string jsonl = graph_a(log);
+  jsonl.replace(jsonl.find("FlowLog(\"" + log + "\")"), 11 + log.size(), "FlowLog(\"" + log + "\", format jsonl)");
+  ReloadOutcome o = rt.reload(compile(jsonl, &diags), false);
+  INFO(diags << o.error);
+  REQUIRE(o.applied);
+  CHECK(o.plan.find("log")->action == ReloadAction::Migrate);
+  probe.wait_end();
+
+  // Each instance's count, from its rows in the summary: the replaced CSV
+  // log's, and the JSON one's.
+  std::string summary = rt.summary();
+  INFO(summary);
+  auto lines_written = [&](const std::string &row) {  // the row, its lines, the one that says what it wrote
+    std::regex report("\n  " + row + " +[0-9][^\n]*\n(      [^\n]*\n)*?      wrote ([0-9]+) lines to " + log + "\n");
+    std::smatch m;
+    REQUIRE(std::regex_search(summary, m, report));
+    return std::stoull(m[2]);
+  };
+  std::vector<uint64_t> counted = {lines_written("log \\(replaced\\)"), lines_written("log")};
+
+  std::ifstream f(log);
+  std::string line;
+  REQUIRE(std::getline(f, line));
+  CHECK(line == "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane");
+  std::regex csv_line("[0-9]+,[0-9]+,[0-9]+,[^,]+,[0-9]+,[^,]+,[0-9]+,([0-9]+),[0-9]+,[0-9]+,[a-z ]+,[0-9]+,[0-9]+");
+  std::regex json_line("\\{\"start_ms\": .*\"packets\": ([0-9]+), \"bytes\": .*\"lane\": [0-9]+\\}");
+  uint64_t csv = 0, json = 0, packets = 0, bad = 0;
+  std::smatch m;
+  while (std::getline(f, line)) {
+    if (json == 0 && std::regex_match(line, m, csv_line)) ++csv;  // CSV lines only before the first JSON one
+    else if (std::regex_match(line, m, json_line)) ++json;
+    else if (++bad <= 3) FAIL_CHECK("not a whole line of the expected format here: " << line);
+    if (!m.empty()) packets += std::stoull(m[1]);
+  }
+  CHECK(bad == 0);
+  CHECK(csv > 1000);  // written before the reload and at the switch
+  CHECK(json > 1000);
+  CHECK(csv == counted[0]);
+  CHECK(json == counted[1]);
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(packets == t.received);  // every packet in a record, none lost
+  RecordTotals r = rt.record_totals();
+  CHECK(r.balanced());
+  CHECK(r.lost == 0);
+}
+
 namespace {
 
 size_t open_fds() {
@@ -456,6 +517,29 @@ uint64_t resident_bytes() {
   uint64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * uint64_t(sysconf(_SC_PAGESIZE));
+}
+
+// One paced lane into a PcapSink: long enough to reload while it runs.
+std::string pcap_probe(const std::string &sink) {
+  return "src :: TrafficGen(flows 1K, new_flows_per_s 1K, duration 3s, sizes [64B], seed 7, rate 50Kpps);\n"
+         "src -> Timestamp(clock pcap) -> s :: " + sink + ";\n";
+}
+
+// The packets of a pcap file, with libpcap, in order: their times.
+std::vector<uint64_t> pcap_times(const std::string &path, int *linktype, int *snaplen) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t *p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+  INFO(path << ": " << err);
+  REQUIRE(p);
+  *linktype = pcap_datalink(p), *snaplen = pcap_snapshot(p);
+  std::vector<uint64_t> times;
+  pcap_pkthdr *h;
+  const u_char *d;
+  int rc;
+  while ((rc = pcap_next_ex(p, &h, &d)) == 1) times.push_back(uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec));
+  CHECK(rc == PCAP_ERROR_BREAK);  // the end of the file, not a cut record
+  pcap_close(p);
+  return times;
 }
 
 }  // namespace
@@ -511,4 +595,66 @@ TEST_CASE("reload: replaced instances are released: files, sockets and memory st
   std::string summary = rt.summary();
   CHECK(summary.find("ft#0 (replaced)") != std::string::npos);
   CHECK(summary.find(std::to_string(reloads) + " instances replaced") != std::string::npos);
+}
+
+// A reload that replaces the PcapSink appends to its file: every packet
+// written before stays, in order. One that cannot append (another snaplen,
+// a file of another link type) is refused and the running sink goes on.
+TEST_CASE("reload: a replaced PcapSink appends, one that cannot is refused", "[reload][files]") {
+  std::string dir = test::scratch("reload", "pcap");
+  std::string trace = dir + "/out.pcap";
+  std::string sink = "PcapSink(\"" + trace + "\")";
+  std::string diags;
+  RunningProbe probe(pcap_probe(sink));
+  Runtime &rt = *probe.rt;
+  probe.wait_for_packets(20000);
+
+  auto still_running = [&] {
+    uint64_t before = rt.totals().received;
+    for (int w = 0; w < 2000 && rt.totals().received == before; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return rt.totals().received > before;
+  };
+  // Another snaplen: the file's packets would not fit its header.
+  ReloadOutcome o = rt.reload(compile(pcap_probe("PcapSink(\"" + trace + "\", snaplen 128)"), &diags), false);
+  CHECK_FALSE(o.applied);
+  CHECK(o.error == "reload abandoned, the running graph goes on: 's#0': cannot append to '" + trace +
+                       "': its snaplen is 65535, this sink's 128; give the sink another file");
+  CHECK(still_running());
+
+  // A file of another link type on the path (raw IP, 101, in its header).
+  auto set_linktype = [&](uint32_t lt) {
+    std::fstream f(trace, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.write(reinterpret_cast<const char *>(&lt), sizeof lt);
+  };
+  set_linktype(101);
+  o = rt.reload(compile(pcap_probe("shared " + sink), &diags), false);
+  CHECK_FALSE(o.applied);
+  CHECK(o.error == "reload abandoned, the running graph goes on: 's': cannot append to '" + trace +
+                       "': its link type is 101, this sink's packets are 1; give the sink another file");
+  CHECK(still_running());
+  set_linktype(1);
+
+  // `shared` added: a new sink that appends.
+  o = rt.reload(compile(pcap_probe("shared " + sink), &diags), false);
+  INFO(o.error);
+  REQUIRE(o.applied);
+  CHECK(o.plan.find("s")->action == ReloadAction::Migrate);
+  uint64_t at_switch = rt.totals().received;
+  probe.wait_end();
+
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(t.dropped == 0);
+  uint64_t written = rt.find("s") ? rt.find("s")->counters.absorbed.get() : 0;
+  for (const RetiredTotal &r : rt.replaced())
+    if (r.class_name == "PcapSink") written += r.counters.absorbed;
+  CHECK(written == t.received);
+  int linktype = 0, snaplen = 0;
+  std::vector<uint64_t> times = pcap_times(trace, &linktype, &snaplen);
+  CHECK(linktype == 1);
+  CHECK(snaplen == 65535);
+  CHECK(times.size() == t.received);  // the packets before the switch are there too
+  CHECK(times.size() > at_switch);
+  CHECK(std::is_sorted(times.begin(), times.end()));  // the old sink's last packets before the new one's first
 }

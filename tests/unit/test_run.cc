@@ -611,3 +611,56 @@ TEST_CASE("run: on an idle live lane time still advances and flows expire", "[ru
   CHECK(idle >= 20);  // every UDP flow (a few lines more: both directions)
   CHECK(forced == 0);
 }
+
+// A PcapSink whose writes fail (a full device): its packets are dropped as
+// "write error" rather than counted written, the error is printed once, and
+// the run exits with the data-loss status (3).
+TEST_CASE("run: PcapSink to a full device drops its packets as write error, exit status 3", "[run][write-errors]") {
+  std::string dir = scratch("pcap_full");
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kTraceGen) + " -> sink :: PcapSink(\"/dev/full\");\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/s.json");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  std::string json = read_file(dir + "/s.json");
+  uint64_t received = total(json, "received");
+  CHECK(received > 1000);
+  CHECK(stat(json, "sink#0", "absorbed") == 0);
+  CHECK(stat(json, "sink#0", "write error") == received);
+  CHECK(stat(json, "sink#0", "write_errors") >= 1);
+  CHECK(json.find("\"data_lost\": true") != std::string::npos);
+  CHECK(json.find("\"packets_unwritten\": " + std::to_string(received)) != std::string::npos);
+  CHECK(r.out.find("dropped, write error: " + std::to_string(received) + "\n") != std::string::npos);
+  CHECK(r.out.find("wrote 0 packets to /dev/full; ") != std::string::npos);
+  CHECK(r.out.find("every packet accounted for") != std::string::npos);
+  std::string message = "sluice: 'sink#0': cannot write '/dev/full': No space left on device";
+  size_t first = r.out.find(message);
+  CHECK(first != std::string::npos);
+  CHECK(r.out.find(message, first + 1) == std::string::npos);
+}
+
+// A file that stops growing in the middle of a write (the file size limit,
+// `ulimit -f`; a full disk does the same): the packet it cut comes off
+// again, so the file holds whole packets, exactly those the sink counts as
+// written (absorbed); the others are dropped as "write error".
+TEST_CASE("run: PcapSink cut off by a full file keeps whole packets, the ones it counts", "[run][write-errors]") {
+  std::string dir = scratch("pcap_fsize");
+  std::string trace = dir + "/out.pcap";
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kTraceGen) + " -> sink :: PcapSink(\"" + trace + "\");\n");
+  // SIGXFSZ ignored: a write past the limit then fails with EFBIG
+  Run r = run_cmd("cd " SLUICE_SOURCE_DIR " && bash -c \"trap '' XFSZ; ulimit -f 256; exec " SLUICE_BINARY " run -q " +
+                  cfg + " --stats-json " + dir + "/s.json\"");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  std::string json = read_file(dir + "/s.json");
+  uint64_t absorbed = stat(json, "sink#0", "absorbed"), lost = stat(json, "sink#0", "write error");
+  CHECK(absorbed + lost == total(json, "received"));
+  CHECK(absorbed > 100);
+  CHECK(lost > 1000);
+  std::vector<Packet> pkts = read_pcap(trace);
+  CHECK(pkts.size() == absorbed);
+  // whole records only: the file ends where its last packet ends
+  uint64_t bytes = 24;
+  for (const Packet &p : pkts) bytes += 16 + p.data.size();
+  CHECK(fs::file_size(trace) == bytes);
+  CHECK(bytes <= 256 * 1024);
+}

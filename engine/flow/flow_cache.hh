@@ -109,7 +109,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
+#include "engine/flow/flow_hash.hh"
 #include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
 
@@ -126,12 +128,17 @@ struct FlowCacheConfig {
   uint16_t lane = 0;            // copied into every record
   uint64_t end_grace_ns = 1'000'000'000ull;  // after FIN/RST: ends after min(idle, this) without packets; > 0
   bool prefault = false;  // touch all memory in the constructor (no page faults on the data path later)
+  // The hash's secret key. Unset: SLUICE_FLOW_HASH_KEY when set, else random
+  // from the OS (flow_hash_key_for_new_table()). Records do not depend on it
+  // (header comment), but a fixed key repeats the index layout exactly.
+  std::optional<FlowHashKey> hash_key;
 };
 
 enum class FlowPacketOutcome : uint8_t {
   Counted,    // metered in a flow
   NotIp,      // non-IP or no valid IP header: not metered
   TableFull,  // on_full drop and no room: not metered
+  ProbeLimit, // on_full drop and the flow's kMaxProbe buckets are full: not metered
 };
 
 class FlowCache {
@@ -143,6 +150,9 @@ class FlowCache {
   static constexpr unsigned kSweep = 16;
   // account_batch() prepares (hashes, prefetches) this many packets at a time.
   static constexpr unsigned kBatch = 32;
+  // Buckets a lookup, insert or removal visits at most: a key is stored within
+  // this many buckets from its home (fewer in a table with fewer buckets).
+  static constexpr unsigned kMaxProbe = 16;
 
   // Maps all memory up front. Throws std::invalid_argument for a config out of
   // range, std::bad_alloc when the memory cannot be mapped.
@@ -210,18 +220,23 @@ class FlowCache {
   size_t bytes() const;                          // memory mapped for entries and index
   uint64_t now() const { return now_; }          // largest time seen
   const FlowCacheConfig &config() const { return cfg_; }
+  const FlowHashKey &hash_key() const { return hash_key_; }  // the key in use
 
   struct Stats {
     uint64_t packets = 0;       // packets metered (outcome Counted)
     uint64_t created = 0;       // flows started (a new entry, or a SYN/idle restart in one)
     uint64_t evicted = 0;       // entries taken to make room (on_full evict), live or ended
     uint64_t dropped_full = 0;  // packets not metered: on_full drop and no room
+    uint64_t dropped_probe_limit = 0;  // packets not metered: on_full drop and the flow's buckets full
+    uint64_t probe_limit = 0;   // new flows whose kMaxProbe buckets were full (evicted one there, or dropped)
+    uint64_t longest_probe = 0; // most buckets an insert visited (1: its home), <= kMaxProbe
     uint64_t not_ip = 0;        // packets not metered: no valid IP header
     uint64_t ended_empty = 0;   // flows that ended with an empty record after an active timeout
     uint64_t ended[6] = {};     // records exported, by FlowEndReason (index = IPFIX value)
     uint64_t records() const { return ended[1] + ended[2] + ended[3] + ended[4] + ended[5]; }
   };
-  // Invariants: packets + not_ip + dropped_full = packets given to account(); after a full
+  // Invariants: packets + not_ip + dropped_full + dropped_probe_limit = packets given to
+  // account(); after a full
   // flush, created = records() - ended[ActiveTimeout] + ended_empty.
   const Stats &stats() const { return stats_; }
 
@@ -238,12 +253,17 @@ class FlowCache {
   };
   void prepare(const PacketMeta &m, uint64_t t, Prepared &p) const;
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
+  void hash_into(const uint64_t w[5], Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
-  void index_insert(uint32_t slot, uint32_t home, uint16_t tag);
+  uint32_t free_way_bucket(uint32_t home) const;
+  void index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag);
   void index_remove(uint32_t slot);
   uint32_t alloc_slot();
   void release(uint32_t slot);
   bool make_room(FlowRecord *out, unsigned *n_out);
+  bool make_room_in(uint32_t bucket, FlowRecord *out, unsigned *n_out);
+  bool free_if_due(uint32_t slot, FlowRecord *out, unsigned *n_out);
+  void evict(uint32_t slot, FlowRecord *out, unsigned *n_out);
   unsigned settle(Entry &e, FlowRecord &rec);
   void fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const;  // the record, nothing counted
   void emit(const Entry &e, FlowEndReason r, FlowRecord &rec);
@@ -254,11 +274,14 @@ class FlowCache {
   uint64_t end_timeout_ns_;  // min(idle, end grace)
   size_t capacity_;
   uint32_t nbuckets_;
+  uint32_t max_probe_;  // min(kMaxProbe, nbuckets_)
   Mapping entry_map_, bucket_map_, scratch_map_;
   Entry *entries_;
   Bucket *buckets_;
   Prepared *scratch_;  // kBatch prepared packets for account_batch
   size_t used_ = 0;
+  // Not a JIT constant (after used_): the key stays out of emitted IR.
+  FlowHashKey hash_key_;
   uint32_t bump_ = 0;       // slots >= bump_ were never used
   uint32_t free_head_;      // free list through Entry::home
   uint32_t hand_ = 0;       // CLOCK hand

@@ -258,8 +258,7 @@ class FlowCache {
     uint64_t records() const { return ended[1] + ended[2] + ended[3] + ended[4] + ended[5]; }
   };
   // Invariants: packets + not_ip + dropped_full + dropped_probe_limit = packets given to
-  // account(); after a full
-  // flush, created = records() - ended[ActiveTimeout] + ended_empty.
+  // account(); after a full flush, created = records() - ended[ActiveTimeout] + ended_empty.
   const Stats &stats() const { return stats_; }
 
   // Implementation types, defined in flow_cache.cc.

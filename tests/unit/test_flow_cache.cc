@@ -1440,6 +1440,20 @@ TEST_CASE("flowcache: a new flow whose buckets are full is handled like a full t
     f.flush();
     check_invariants(cache, 2 * kWindow + 1, f.records);
   }
+  SECTION("adopt: a flow that finds its buckets full leaves at once, lack of resources") {
+    FlowCache from(cfg), to(cfg);
+    Feeder f{from, {}}, g{to, {}};
+    for (unsigned i = 0; i < kWindow; ++i) REQUIRE(f(homed[i], 100 + i) == FlowPacketOutcome::Counted);
+    REQUIRE(g(homed[kWindow], 50) == FlowPacketOutcome::Counted);  // one place taken already
+    std::vector<FlowRecord> left;
+    to.adopt(from, [&](const FlowRecord &r) { left.push_back(r); });
+    CHECK(to.active() == kWindow);
+    CHECK(to.stats().probe_limit == 1);
+    CHECK(to.stats().evicted == 1);
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].reason == FlowEndReason::LackOfResources);
+    CHECK(left[0].key.src_port == homed[kWindow - 1].src_port);  // slots move in order: the last finds no room
+  }
 }
 
 // The index's layout is all the key changes: slots are handed out, swept,

@@ -39,7 +39,9 @@ const ElementSpec &flow_table_spec() {
               "by its GCSlicer: `ft :: FlowTable -> GCSlicer(table ft) -> exporter`.\n\n"
               "Packets that are not IP (or whose IP header is broken) are not metered: they are dropped and "
               "counted as \"not ip\". With `on_full drop`, a packet that would start a flow in a full table "
-              "is dropped and counted as \"flow table full\".\n\n"
+              "is dropped and counted as \"flow table full\", and one whose place in the index (16 buckets from "
+              "its hash, keyed at random per table so that senders cannot aim at one) is full, as \"flow probe "
+              "limit\"; with `on_full evict` a flow from that place makes room instead.\n\n"
               "All times are packet times: the capture times of a trace or of TrafficGen, or the time a "
               "Timestamp gives; a FlowTable that packets from live input reach without a Timestamp is an "
               "error. The table meters on a clock of its own that follows packet time but never goes back "
@@ -129,6 +131,7 @@ FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElemen
   cache_ = std::make_unique<FlowCache>(cfg);
   not_ip_ = counters.reason("not ip");
   full_ = counters.reason("flow table full");
+  probe_limit_ = counters.reason("flow probe limit");
 }
 
 // The table's configuration and where its arrays are; which drop reasons;
@@ -140,6 +143,7 @@ void FlowTableRuntime::jit_constants(std::vector<ConstantBytes> &out) const {
   out.push_back({&live_, sizeof live_});
   out.push_back({&not_ip_, sizeof not_ip_});
   out.push_back({&full_, sizeof full_});
+  out.push_back({&probe_limit_, sizeof probe_limit_});
 }
 
 void FlowTableRuntime::prepare() {
@@ -229,6 +233,7 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
         case FlowPacketOutcome::Counted: pass.push(m); break;
         case FlowPacketOutcome::NotIp: drop(m, not_ip_); break;
         case FlowPacketOutcome::TableFull: drop(m, full_); break;
+        case FlowPacketOutcome::ProbeLimit: drop(m, probe_limit_); break;
       }
     }
   }
@@ -328,6 +333,10 @@ void FlowTableRuntime::report_metrics(MetricSink &out) const {
   out.gauge("flow_table_capacity_flows", "Flows the table holds.", double(cache_->capacity()));
   out.counter("flow_table_created_flows_total", "Flows started.", double(st.created));
   out.counter("flow_table_evicted_flows_total", "Flows evicted from a full table to make room.", double(st.evicted));
+  out.counter("flow_table_probe_limit_flows_total",
+              "New flows whose place in the index (the buckets a lookup may visit) was full.", double(st.probe_limit));
+  out.gauge("flow_table_longest_probe_buckets", "Most index buckets a new flow's insert visited.",
+            double(st.longest_probe));
   for (int r = 1; r <= 5; ++r)
     out.counter("flow_table_ended_flows_total", "Flow records by end reason (expirations, ends, evictions).",
                 double(st.ended[r]), {{"reason", flow_end_reason_name(FlowEndReason(r))}});
@@ -353,7 +362,10 @@ void FlowTableRuntime::report(std::vector<std::string> &lines) const {
   lines.push_back("flows: created " + std::to_string(st.created) + ", at most " + std::to_string(peak_active_) +
                   " at once, active " + std::to_string(cache_->active()) +
                   " of " + std::to_string(cache_->capacity()) + " (" + std::to_string(cache_->bytes() >> 20) +
-                  " MiB), evicted " + std::to_string(st.evicted) + (ends.empty() ? "" : "; ended: " + ends));
+                  " MiB), evicted " + std::to_string(st.evicted) + (ends.empty() ? "" : "; ended: " + ends) +
+                  "; index: longest probe " + std::to_string(st.longest_probe) + " of " +
+                  std::to_string(FlowCache::kMaxProbe) + " buckets" +
+                  (st.probe_limit ? ", probe limit reached " + std::to_string(st.probe_limit) + " times" : ""));
   if (std::string t = dating_text(); !t.empty()) lines.push_back(t);
 }
 

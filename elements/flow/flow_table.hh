@@ -60,7 +60,7 @@ class FlowTableRuntime final : public RuntimeElement {
   uint64_t last_wall_ns_ = 0;
   size_t peak_active_ = 0;  // most flows in the table at once (after a batch)
   bool live_ = false;
-  int not_ip_ = -1, full_ = -1;
+  int not_ip_ = -1, full_ = -1, probe_limit_ = -1;  // drop reasons
 };
 
 }  // namespace sluice::elements

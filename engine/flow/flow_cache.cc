@@ -12,9 +12,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__SSE4_2__)
-#include <nmmintrin.h>
-#endif
 
 namespace sluice {
 
@@ -60,41 +57,14 @@ inline void reverse_key(uint64_t w[5]) {
   w[4] = swap_ports(w[4]);
 }
 
-inline uint64_t fmix64(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
-
-inline uint64_t hash_key(const uint64_t w[5]) {
-#if defined(__SSE4_2__)
-  // Two CRC32C chains in opposite word orders (independent linear maps of the
-  // key; the same order with two seeds would differ by a constant), run in
-  // parallel, then a finaliser that mixes every bit into every bit.
-  uint64_t a = 0x8f1bbcdc, b = 0x2545f491;
-  a = _mm_crc32_u64(a, w[0]);
-  b = _mm_crc32_u64(b, w[4]);
-  a = _mm_crc32_u64(a, w[1]);
-  b = _mm_crc32_u64(b, w[3]);
-  a = _mm_crc32_u64(a, w[2]);
-  b = _mm_crc32_u64(b, w[2]);
-  a = _mm_crc32_u64(a, w[3]);
-  b = _mm_crc32_u64(b, w[1]);
-  a = _mm_crc32_u64(a, w[4]);
-  b = _mm_crc32_u64(b, w[0]);
-  return fmix64(a << 32 | b);
-#else
-  uint64_t h = 0x9e3779b97f4a7c15ull;
-  for (int i = 0; i < 5; ++i) {
-    h = (h ^ w[i]) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-  }
-  return fmix64(h);
+// The hash of the index (flow_hash.hh). tests/bench/bench_flow_cache.cc
+// compiles this file again with other hashes and bounds, to compare.
+#ifndef SLUICE_FLOW_CACHE_HASH
+#define SLUICE_FLOW_CACHE_HASH flow_hash
 #endif
-}
+#ifndef SLUICE_FLOW_CACHE_MAX_PROBE
+#define SLUICE_FLOW_CACHE_MAX_PROBE FlowCache::kMaxProbe
+#endif
 
 }  // namespace
 
@@ -220,6 +190,8 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   if (cfg.end_grace_ns == 0) throw std::invalid_argument("flow cache end grace must be > 0");
   capacity_ = size_t(cfg.capacity);
   nbuckets_ = uint32_t((capacity_ + 3) / 4);
+  max_probe_ = std::min<uint32_t>(SLUICE_FLOW_CACHE_MAX_PROBE, nbuckets_);
+  hash_key_ = cfg.hash_key ? *cfg.hash_key : flow_hash_key_for_new_table();
   end_timeout_ns_ = std::min(cfg.idle_ns, cfg.end_grace_ns);
 
   // Byte masks of the key fields kept, in FlowKey layout.
@@ -273,18 +245,23 @@ void FlowCache::prepare(const PacketMeta &m, uint64_t t, Prepared &p) const {
     }
   }
   store_key(p.key, w);
-  uint64_t h = hash_key(w);
-  p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
-  p.tag = uint16_t(h) ? uint16_t(h) : 1;
+  hash_into(w, p);
   p.tcp_flags = l4 && m.ip_proto == 6 ? m.tcp_flags : 0;
   p.length = m.ip_total_length;
   p.is_ip = 1;
   p.time = t;
 }
 
+// Home bucket and tag of the canonical key w.
+void FlowCache::hash_into(const uint64_t w[5], Prepared &p) const {
+  uint64_t h = SLUICE_FLOW_CACHE_HASH(hash_key_, w);
+  p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
+  p.tag = uint16_t(h) ? uint16_t(h) : 1;
+}
+
 uint32_t FlowCache::lookup(const Prepared &p) const {
   uint32_t b = p.home;
-  for (uint32_t n = 0; n < nbuckets_; ++n) {
+  for (uint32_t n = 0; n < max_probe_; ++n) {
     const Bucket &bk = buckets_[b];
     for (uint32_t mask = match_tags(bk, p.tag); mask;) {
       uint32_t s = bk.slot[next_way(mask)];
@@ -296,20 +273,28 @@ uint32_t FlowCache::lookup(const Prepared &p) const {
   return kNone;
 }
 
-void FlowCache::index_insert(uint32_t slot, uint32_t home, uint16_t tag) {
-  // Ways >= 2 * entries in use, so this finds one.
-  for (uint32_t b = home;;) {
-    Bucket &bk = buckets_[b];
-    uint32_t mask = match_tags(bk, 0);
-    if (mask) {
-      uint32_t w = next_way(mask);
-      bk.tag[w] = tag;
-      bk.slot[w] = slot;
-      return;
-    }
-    ++bk.overflow;
+// The first bucket of home's window (max_probe_ buckets) with a free way, or
+// kNone when the window is full.
+uint32_t FlowCache::free_way_bucket(uint32_t home) const {
+  uint32_t b = home;
+  for (uint32_t n = 0; n < max_probe_; ++n) {
+    if (match_tags(buckets_[b], 0)) return b;
     b = b + 1 == nbuckets_ ? 0 : b + 1;
   }
+  return kNone;
+}
+
+// Puts slot in a free way of `bucket` (free_way_bucket(home)); the buckets
+// passed on the way count it in their overflow.
+void FlowCache::index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag) {
+  uint32_t visited = 1;
+  for (uint32_t b = home; b != bucket; b = b + 1 == nbuckets_ ? 0 : b + 1, ++visited) ++buckets_[b].overflow;
+  if (visited > stats_.longest_probe) stats_.longest_probe = visited;
+  Bucket &bk = buckets_[bucket];
+  uint32_t mask = match_tags(bk, 0);
+  uint32_t w = next_way(mask);
+  bk.tag[w] = tag;
+  bk.slot[w] = slot;
 }
 
 void FlowCache::index_remove(uint32_t slot) {
@@ -440,12 +425,12 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
       }
       Prepared p{};
       store_key(p.key, w);
-      uint64_t h = hash_key(w);
-      p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
-      p.tag = uint16_t(h) ? uint16_t(h) : 1;
+      hash_into(w, p);
       uint32_t s = lookup(p);
       if (s == kNone) {
-        if (used_ == capacity_) {  // no room: this direction leaves now, as a uniflow record
+        const uint32_t bucket = used_ < capacity_ ? free_way_bucket(p.home) : kNone;
+        if (bucket == kNone) {  // no room: this direction leaves now, as a uniflow record
+          if (used_ < capacity_) ++stats_.probe_limit;
           FlowRecord rec;
           from.fill(e, FlowEndReason::LackOfResources, rec);
           uint64_t k[5];
@@ -466,7 +451,7 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
         n.key = p.key;
         n.home = p.home;
         n.state = uint8_t(kUsed | kRef | (swapped ? kFwdRev : 0));
-        index_insert(s, p.home, p.tag);
+        index_insert(s, p.home, bucket, p.tag);
         ++stats_.created;
       }
       Entry &n = entries_[s];
@@ -515,45 +500,75 @@ void FlowCache::peek(size_t begin, size_t end, const std::function<void(const Fl
   }
 }
 
+// Frees entry `slot` if it is over at now_: due (its record leaves with its
+// own reason) or the empty rest of an active timeout (silently).
+bool FlowCache::free_if_due(uint32_t slot, FlowRecord *out, unsigned *n_out) {
+  Entry &e = entries_[slot];
+  unsigned r = settle(e, out[*n_out]);
+  if (r & kEmitted) ++*n_out;
+  if (!r && has_packets(e)) return false;
+  if (!(r & kGone)) ++stats_.ended_empty;  // rolled over / left empty by an active timeout
+  release(slot);
+  return true;
+}
+
+// Takes a live flow's entry for a new one: EndOfFlow if it saw its FIN or
+// RST (its end is known), else LackOfResources.
+void FlowCache::evict(uint32_t slot, FlowRecord *out, unsigned *n_out) {
+  emit(entries_[slot], entries_[slot].state & kEnded ? FlowEndReason::EndOfFlow : FlowEndReason::LackOfResources,
+       out[(*n_out)++]);
+  ++stats_.evicted;
+  release(slot);
+}
+
 // Frees one entry for a new flow (the table is full). A CLOCK sweep of at most
 // kSweep entries: an entry that is due leaves with its own reason (and an
 // empty one silently) in either mode; with evict, an ended flow or an
 // unreferenced one is the victim, referenced ones get a second chance, and if
 // all had one, the least recently active of them goes.
 bool FlowCache::make_room(FlowRecord *out, unsigned *n_out) {
-  const bool evict = cfg_.evict_when_full;
+  const bool evict_live = cfg_.evict_when_full;
   uint32_t best = kNone;
   uint64_t best_last = UINT64_MAX;
   for (unsigned k = 0; k < kSweep; ++k) {
     uint32_t i = hand_;
     hand_ = hand_ + 1 == capacity_ ? 0 : hand_ + 1;
     if (k + 1 < kSweep) prefetch(&entries_[hand_]);
-    Entry &e = entries_[i];  // full: every slot is in use
-    unsigned r = settle(e, out[*n_out]);
-    if (r & kEmitted) ++*n_out;
-    if (r || !has_packets(e)) {  // over, or rolled over / left empty by an active timeout
-      if (!(r & kGone)) ++stats_.ended_empty;
-      release(i);
-      return true;
-    }
-    if (!evict) continue;
-    if (e.state & kEnded) {  // its end is known: no second chance, and its own reason
-      emit(e, FlowEndReason::EndOfFlow, out[(*n_out)++]);
-    } else if (e.state & kRef) {
+    if (free_if_due(i, out, n_out)) return true;  // full: every slot is in use
+    if (!evict_live) continue;
+    Entry &e = entries_[i];
+    if (e.state & kRef && !(e.state & kEnded)) {
       e.state &= uint8_t(~kRef);
       if (e.last_ns < best_last) best = i, best_last = e.last_ns;
       continue;
-    } else {
-      emit(e, FlowEndReason::LackOfResources, out[(*n_out)++]);
     }
-    ++stats_.evicted;
-    release(i);
+    evict(i, out, n_out);
     return true;
   }
-  if (!evict) return false;
-  emit(entries_[best], FlowEndReason::LackOfResources, out[(*n_out)++]);
-  ++stats_.evicted;
-  release(best);
+  if (!evict_live) return false;
+  evict(best, out, n_out);
+  return true;
+}
+
+// Frees a way in `bucket` for a new flow whose window (kMaxProbe buckets from
+// this, its home) is full: an entry there that is due, else with evict the
+// ended or least recently active one. At most the bucket's 8 entries are
+// looked at, not the window's.
+bool FlowCache::make_room_in(uint32_t bucket, FlowRecord *out, unsigned *n_out) {
+  const Bucket &bk = buckets_[bucket];
+  uint32_t slots[kWays];
+  std::memcpy(slots, bk.slot, sizeof slots);  // the bucket changes when one is released
+  for (uint32_t s : slots) prefetch(&entries_[s]);
+  uint32_t best = kNone;
+  uint64_t best_last = UINT64_MAX;
+  for (uint32_t s : slots) {
+    if (free_if_due(s, out, n_out)) return true;
+    const Entry &e = entries_[s];
+    if (e.state & kEnded) best = s, best_last = 0;
+    else if (e.last_ns < best_last) best = s, best_last = e.last_ns;
+  }
+  if (!cfg_.evict_when_full) return false;
+  evict(best, out, n_out);
   return true;
 }
 
@@ -584,7 +599,16 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
     ++stats_.packets;
     return FlowPacketOutcome::Counted;
   }
-  if (used_ == capacity_ && !make_room(out, n_out)) {
+  // A new flow: room in the table and in its window.
+  uint32_t bucket = free_way_bucket(p.home);
+  if (bucket == kNone) {
+    ++stats_.probe_limit;
+    if (!make_room_in(p.home, out, n_out)) {
+      ++stats_.dropped_probe_limit;
+      return FlowPacketOutcome::ProbeLimit;
+    }
+    bucket = p.home;
+  } else if (used_ == capacity_ && !make_room(out, n_out)) {
     ++stats_.dropped_full;
     return FlowPacketOutcome::TableFull;
   }
@@ -596,7 +620,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
   e.pad = 0;
   reset_record(e);
   e.last_ns = p.time;
-  index_insert(s, p.home, p.tag);
+  index_insert(s, p.home, bucket, p.tag);
   count(e, 0, p);
   ++stats_.created;
   ++stats_.packets;

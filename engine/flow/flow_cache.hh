@@ -87,10 +87,28 @@
 //   because it was full) tells a lookup when to stop, so deletion needs no
 //   tombstones (as in Folly's F14). Per packet: one bucket line plus one
 //   entry line pair, usually.
-// * Hash: two CRC32C chains (SSE4.2 crc32 instruction) over the 40 key bytes
-//   in opposite word orders, then the MurmurHash3 64-bit finaliser; a
-//   multiply-xorshift fallback without SSE4.2. Not symmetric (the canonical
-//   key order makes bi mode work), never the RSS hash.
+// * Probe bound: a key is stored within kMaxProbe (16) buckets of its home,
+//   its window, so a lookup, insert or removal visits at most 16 buckets
+//   whatever the keys. A new flow whose window is full is handled like a new
+//   flow in a full table, from its home bucket's 8 entries: one that is due
+//   leaves with its own reason; else, on_full evict, the ended or else the
+//   least recently active one is evicted (EndOfFlow / LackOfResources,
+//   Stats::evicted); on_full drop refuses the packet (outcome ProbeLimit,
+//   Stats::dropped_probe_limit). Both count in Stats::probe_limit. At <= 50%
+//   load and a random hash, displacement falls about 8x per bucket (a
+//   simulation of 40M inserts with churn into 10M flows went 9 buckets at
+//   most), so this does not happen by chance; Stats::longest_probe shows how
+//   far inserts went.
+// * Hash: SipHash-1-3 of the 40 key bytes under a 128-bit secret key
+//   (flow_hash.hh): per table, from getrandom(), or FlowCacheConfig::hash_key,
+//   or SLUICE_FLOW_HASH_KEY (32 hex digits). Whoever sends the packets cannot
+//   tell where a key lands, so cannot fill a window on purpose. (The CRC32C
+//   hash this replaced was linear with a fixed seed: 60K IPv6 keys solved to
+//   share one bucket and tag made each packet compare its key with all of
+//   them.) Not symmetric (the canonical key order makes bi mode work), never
+//   the RSS hash. Records do not depend on the key: slots are handed out in
+//   packet order and swept (CLOCK), scanned (expire) and flushed in slot
+//   order; the key only decides, where a window is full, which flow leaves.
 // * Victim: CLOCK (second chance). Every packet sets its entry's reference
 //   bit; the hand sweeps at most kSweep entries from where it stopped,
 //   clearing reference bits, and takes the first entry that is due, ended or
@@ -104,12 +122,18 @@
 // * Measured (tests/bench/bench_flow_cache.cc, uniform random flows, a shared
 //   VM with 150-300 ns DRAM latency): account() 55 ns/packet at 10K flows,
 //   ~380 at 1M, ~550 at 10M (two dependent cache misses); account_batch()
-//   30, ~60 and ~85 ns. Use account_batch() on the data path.
+//   30, ~60 and ~85 ns (with the former CRC32C hash). SipHash-1-3 in its
+//   place costs about 25, 20 and 35 ns more per packet in account_batch()
+//   (the same bench, both hashes in one run, medians of 3 on a loaded VM:
+//   56 -> 81, 103 -> 124, 118 -> 153 ns). Use account_batch() on the data
+//   path.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
+#include "engine/flow/flow_hash.hh"
 #include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
 
@@ -126,12 +150,17 @@ struct FlowCacheConfig {
   uint16_t lane = 0;            // copied into every record
   uint64_t end_grace_ns = 1'000'000'000ull;  // after FIN/RST: ends after min(idle, this) without packets; > 0
   bool prefault = false;  // touch all memory in the constructor (no page faults on the data path later)
+  // The hash's secret key. Unset: SLUICE_FLOW_HASH_KEY when set, else random
+  // from the OS (flow_hash_key_for_new_table()). Records do not depend on it
+  // (header comment), but a fixed key repeats the index layout exactly.
+  std::optional<FlowHashKey> hash_key;
 };
 
 enum class FlowPacketOutcome : uint8_t {
   Counted,    // metered in a flow
   NotIp,      // non-IP or no valid IP header: not metered
   TableFull,  // on_full drop and no room: not metered
+  ProbeLimit, // on_full drop and the flow's kMaxProbe buckets are full: not metered
 };
 
 class FlowCache {
@@ -143,6 +172,9 @@ class FlowCache {
   static constexpr unsigned kSweep = 16;
   // account_batch() prepares (hashes, prefetches) this many packets at a time.
   static constexpr unsigned kBatch = 32;
+  // Buckets a lookup, insert or removal visits at most: a key is stored within
+  // this many buckets from its home (fewer in a table with fewer buckets).
+  static constexpr unsigned kMaxProbe = 16;
 
   // Maps all memory up front. Throws std::invalid_argument for a config out of
   // range, std::bad_alloc when the memory cannot be mapped.
@@ -210,19 +242,23 @@ class FlowCache {
   size_t bytes() const;                          // memory mapped for entries and index
   uint64_t now() const { return now_; }          // largest time seen
   const FlowCacheConfig &config() const { return cfg_; }
+  const FlowHashKey &hash_key() const { return hash_key_; }  // the key in use
 
   struct Stats {
     uint64_t packets = 0;       // packets metered (outcome Counted)
     uint64_t created = 0;       // flows started (a new entry, or a SYN/idle restart in one)
     uint64_t evicted = 0;       // entries taken to make room (on_full evict), live or ended
     uint64_t dropped_full = 0;  // packets not metered: on_full drop and no room
+    uint64_t dropped_probe_limit = 0;  // packets not metered: on_full drop and the flow's buckets full
+    uint64_t probe_limit = 0;   // new flows whose kMaxProbe buckets were full (evicted one there, or dropped)
+    uint64_t longest_probe = 0; // most buckets an insert visited (1: its home), <= kMaxProbe
     uint64_t not_ip = 0;        // packets not metered: no valid IP header
     uint64_t ended_empty = 0;   // flows that ended with an empty record after an active timeout
     uint64_t ended[6] = {};     // records exported, by FlowEndReason (index = IPFIX value)
     uint64_t records() const { return ended[1] + ended[2] + ended[3] + ended[4] + ended[5]; }
   };
-  // Invariants: packets + not_ip + dropped_full = packets given to account(); after a full
-  // flush, created = records() - ended[ActiveTimeout] + ended_empty.
+  // Invariants: packets + not_ip + dropped_full + dropped_probe_limit = packets given to
+  // account(); after a full flush, created = records() - ended[ActiveTimeout] + ended_empty.
   const Stats &stats() const { return stats_; }
 
   // Implementation types, defined in flow_cache.cc.
@@ -238,12 +274,17 @@ class FlowCache {
   };
   void prepare(const PacketMeta &m, uint64_t t, Prepared &p) const;
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
+  void hash_into(const uint64_t w[5], Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
-  void index_insert(uint32_t slot, uint32_t home, uint16_t tag);
+  uint32_t free_way_bucket(uint32_t home) const;
+  void index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag);
   void index_remove(uint32_t slot);
   uint32_t alloc_slot();
   void release(uint32_t slot);
   bool make_room(FlowRecord *out, unsigned *n_out);
+  bool make_room_in(uint32_t bucket, FlowRecord *out, unsigned *n_out);
+  bool free_if_due(uint32_t slot, FlowRecord *out, unsigned *n_out);
+  void evict(uint32_t slot, FlowRecord *out, unsigned *n_out);
   unsigned settle(Entry &e, FlowRecord &rec);
   void fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const;  // the record, nothing counted
   void emit(const Entry &e, FlowEndReason r, FlowRecord &rec);
@@ -254,11 +295,14 @@ class FlowCache {
   uint64_t end_timeout_ns_;  // min(idle, end grace)
   size_t capacity_;
   uint32_t nbuckets_;
+  uint32_t max_probe_;  // min(kMaxProbe, nbuckets_)
   Mapping entry_map_, bucket_map_, scratch_map_;
   Entry *entries_;
   Bucket *buckets_;
   Prepared *scratch_;  // kBatch prepared packets for account_batch
   size_t used_ = 0;
+  // Not a JIT constant (after used_): the key stays out of emitted IR.
+  FlowHashKey hash_key_;
   uint32_t bump_ = 0;       // slots >= bump_ were never used
   uint32_t free_head_;      // free list through Entry::home
   uint32_t hand_ = 0;       // CLOCK hand

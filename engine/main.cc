@@ -261,6 +261,9 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   sa.sa_handler = on_interrupt;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A reader that goes away (`sluice run ... -D FLOWS=- | head`) is a write
+  // error of the element that wrote to it, counted; never the end of the probe.
+  signal(SIGPIPE, SIG_IGN);
   struct sigaction hup {};  // from the start: SIGHUP must never end the probe
   hup.sa_handler = on_hangup;
   sigaction(SIGHUP, &hup, nullptr);

@@ -905,3 +905,26 @@ TEST_CASE("flows: FlowLog cut off by a full file keeps whole lines, the ones it 
   CHECK(element_stat(json, "log#0", "write error") == lost);
   CHECK(lost > 300);
 }
+
+// A FlowLog on standard output whose reader goes away (`| head`): SIGPIPE
+// used to kill the probe mid-run (exit by signal, no summary). It is a
+// write error of the log: counted, the run goes on to its end, status 3.
+TEST_CASE("flows: FlowLog to a pipe whose reader went away counts a write error, the run ends normally", "[flows][write-errors]") {
+  std::string dir = scratch("log-pipe");
+  std::string cfg = write_file(dir + "/p.pipe", std::string(kGen) + ")\n -> Timestamp(clock pcap)"
+                                                " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h)"
+                                                " -> GCSlicer(table ft) -> out :: FlowLog(\"-\"), "
+                                                "ok :: FlowLog(\"" + dir + "/ok.csv\");\n");
+  // The reader takes one line and exits; sluice's status from PIPESTATUS.
+  Run r = run_cmd("bash -c 'cd " SLUICE_SOURCE_DIR " && " SLUICE_BINARY " run -q " + cfg + " --stats-json " + dir +
+                  "/s.json 2> " + dir + "/err.txt | head -1 > /dev/null; exit ${PIPESTATUS[0]}'");
+  std::string err = read_file(dir + "/err.txt");
+  INFO(r.out << err);
+  CHECK(r.status == 3);  // not killed by SIGPIPE (status 141 from the shell)
+  std::string json = read_file(dir + "/s.json");
+  uint64_t records = element_stat(json, "ok#0", "records_absorbed");
+  CHECK(records > 500);
+  CHECK(element_stat(json, "out#0", "write_errors") >= 1);
+  CHECK(element_stat(json, "out#0", "records_absorbed") + element_stat(json, "out#0", "write error") == records);
+  CHECK(err.find("Broken pipe") != std::string::npos);
+}

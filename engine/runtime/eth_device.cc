@@ -9,6 +9,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "engine/packet/pcap_record.hh"
 #include "engine/packet/rss_hash.hh"
 
 namespace sluice {
@@ -264,10 +265,9 @@ void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
 
 // Reads the shadow's next record into record_ (held until used).
 bool EthDevice::next_shadow_record() {
-  pcap_pkthdr *h;
-  const u_char *d;
-  if (pcap_next_ex(shadow_, &h, &d) != 1) return false;
-  record_ = {uint64_t(h->ts.tv_sec) * 1000000000ull + uint64_t(h->ts.tv_usec), h->caplen, h->len};
+  PcapRecord r;
+  if (!next_pcap_record(shadow_, r)) return false;
+  record_ = {r.ns, r.caplen, r.len};
   held_ = true;
   return true;
 }

@@ -112,13 +112,17 @@ HEX
 0010  45 00 00 1c 00 02 00 00 40 11 00 00 0a 00 00 01
 0020  0a 00 00 02 00 35 00 35 00 08 00 00
 HEX
-  {
-    text2pcap -q -F pcap -l 1 "$tmp/eth.txt" "$out/eth.pcap"
-    text2pcap -q -F pcapng -l 1 "$tmp/eth.txt" "$out/eth.pcapng"
-    editcap -F nsecpcap "$out/eth.pcap" "$out/eth-ns.pcap"
-    text2pcap -q -F pcap -l 101 "$tmp/raw.txt" "$out/raw.pcap"
+  local log  # text2pcap is chatty even with -q: its output is shown only when it fails
+  if ! log=$( {
+    text2pcap -q -F pcap -l 1 "$tmp/eth.txt" "$out/eth.pcap" &&
+    text2pcap -q -F pcapng -l 1 "$tmp/eth.txt" "$out/eth.pcapng" &&
+    editcap -F nsecpcap "$out/eth.pcap" "$out/eth-ns.pcap" &&
+    text2pcap -q -F pcap -l 101 "$tmp/raw.txt" "$out/raw.pcap" &&
     text2pcap -q -F pcap -l 113 "$tmp/sll.txt" "$out/sll.pcap"
-  } > /dev/null
+  } 2>&1 ); then
+    echo "$log" >&2
+    return 1
+  fi
   rm -rf "$tmp"
   if [ -d ../shared/traces/linktypes ]; then
     find ../shared/traces/linktypes -size -64k -name '*.pcap*' -exec cp -t "$out" {} +

@@ -40,9 +40,12 @@ TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]")
   Run dir = run_sluice("check configs");
   CHECK(dir.status == 1);
   CHECK(dir.out.find("cannot read 'configs': it is a directory") != std::string::npos);
-  Run empty = run_sluice("check /dev/null");
+  Run empty = run_sluice("check " + write_config("empty.pipe", ""));
   CHECK(empty.status == 0);
   CHECK(empty.out.find("warning: the configuration has no source") != std::string::npos);
+  Run device = run_sluice("check /dev/null");  // not a regular file: refused, as /dev/zero would be
+  CHECK(device.status == 1);
+  CHECK(device.out.find("cannot read '/dev/null': it is not a regular file") != std::string::npos);
 }
 
 TEST_CASE("sluice check --define", "[cli]") {

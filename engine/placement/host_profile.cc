@@ -429,10 +429,53 @@ std::string default_host_profile_path() {
   return fs::exists(profile, ec) ? profile.string() : "";
 }
 
+namespace {
+
+// libyaml's scanner does work in proportion to the nesting depth for every
+// token (a 1 MiB profile of '[' took hours), and its loader builds the whole
+// document. A first pass over the parser's events stops at the first
+// collection nested deeper than any profile's (3 levels: the profile, cpus,
+// use's list).
+constexpr int kMaxProfileDepth = 16;
+
+bool check_depth(const std::string &label, const std::string &yaml, std::string *error) {
+  yaml_parser_t parser;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char *>(yaml.data()), yaml.size());
+  int depth = 0;
+  bool ok = true, done = false;
+  while (ok && !done) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) break;  // the loader reports it, as far as this pass got
+    switch (event.type) {
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT:
+        if (++depth > kMaxProfileDepth) {
+          *error = label + ":" + std::to_string(event.start_mark.line + 1) + ":" +
+                   std::to_string(event.start_mark.column + 1) + ": error: lists and mappings nested more than " +
+                   std::to_string(kMaxProfileDepth) + " deep (a profile needs 3)";
+          ok = false;
+        }
+        break;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: --depth; break;
+      case YAML_DOCUMENT_END_EVENT:  // only the first document is read
+      case YAML_STREAM_END_EVENT: done = true; break;
+      default: break;
+    }
+    yaml_event_delete(&event);
+  }
+  yaml_parser_delete(&parser);
+  return ok;
+}
+
+}  // namespace
+
 bool parse_host_profile(const std::string &label, const std::string &yaml, const HostEnvironment &env,
                         HostProfile &out, std::string *error) {
   out = HostProfile{};
   out.path = label;
+  if (!check_depth(label, yaml, error)) return false;
   yaml_parser_t parser;
   yaml_parser_initialize(&parser);
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char *>(yaml.data()), yaml.size());

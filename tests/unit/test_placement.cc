@@ -786,3 +786,13 @@ TEST_CASE("as root, a host profile others can write is refused", "[placement][pr
   CHECK(r.out.find(profile + ": error: refusing this host profile as root: '" + profile +
                    "' is writable by its group (mode 0664)") != std::string::npos);
 }
+
+// libyaml's scanner spends time in proportion to the nesting depth on every
+// token: a profile of 400K '[' kept `sluice plan` (and a reload) busy for hours.
+TEST_CASE("host profile: deep nesting is refused before libyaml reads it all", "[placement][profile]") {
+  std::string deep = "cpus:\n  use: " + std::string(400000, '[') + std::string(400000, ']') + "\n";
+  CHECK(profile_error(deep) == "bad.yaml:2:22: error: lists and mappings nested more than 16 deep (a profile needs 3)");
+  CHECK(profile_error("a: " + std::string(20, '{')) == "bad.yaml:1:19: error: lists and mappings nested more than 16 deep (a profile needs 3)");
+  // a syntax error before the depth is reached is libyaml's to report
+  CHECK(profile_error("cpus: [1, 2\n").rfind("bad.yaml:2:1: error: ", 0) == 0);
+}

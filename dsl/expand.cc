@@ -4,7 +4,6 @@
 // typed, connections resolved through compound inputs and outputs.
 #include <dlfcn.h>
 
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>

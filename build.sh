@@ -48,19 +48,85 @@ test_all() {
   fuzz_smoke
 }
 
-# Bounded libFuzzer runs: the .pipe front end from a seed corpus (every .pipe
-# in the repository), then the packet parser from nothing.
+# Bounded libFuzzer runs, about 3.5 minutes in all, each from a seed corpus
+# made from the repository: the .pipe front end (every .pipe), the packet
+# parser (from nothing), -D values (tests/fuzz/defines.seeds), host profiles
+# and placement on them (every profile in configs/ and the golden tests), and
+# trace files (small pcaps made here with text2pcap, and the link-type traces
+# of ../shared/traces when they are there). A crash or a sanitizer report
+# fails the run; what it found is in $BUILD/fuzz-artifacts.
 fuzz_smoke() {
   local secs=${SLUICE_FUZZ_SECONDS:-60}
   local corpus="$BUILD/fuzz-corpus"
-  rm -rf "$corpus" "$corpus-packets" && mkdir -p "$corpus" "$corpus-packets"
+  rm -rf "$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps"
+  mkdir -p "$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps" "$BUILD/fuzz-artifacts"
   find configs examples tests/dsl -name '*.pipe' -exec cp -t "$corpus" {} +
-  echo "== fuzzing the .pipe front end for ${secs}s"
-  "$BUILD/tests/fuzz_pipe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 "$corpus" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)' 
-  echo "== fuzzing the packet parser for $((secs / 2))s"
-  "$BUILD/tests/fuzz_packet" -max_total_time="$((secs / 2))" -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 "$corpus-packets" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)'
+  local n=0 i v w
+  while IFS=$'\t' read -r i v w; do
+    [[ -z "$i" || "$i" == \#* ]] && continue
+    n=$((n + 1))
+    printf "\\x$(printf %02x "$i")%s\n%s" "$v" "$w" > "$corpus-defines/seed$n"
+  done < tests/fuzz/defines.seeds
+  cp configs/*.yaml tests/golden/placement/*.yaml "$corpus-profiles"
+  pcap_seeds "$corpus-pcaps"
+  run_fuzzer fuzz_pipe "$secs" "$corpus"
+  run_fuzzer fuzz_packet "$((secs / 2))" "$corpus-packets"
+  run_fuzzer fuzz_defines "$((secs * 2 / 3))" "$corpus-defines"
+  run_fuzzer fuzz_host_profile "$((secs * 2 / 3))" "$corpus-profiles"
+  run_fuzzer fuzz_pcap "$((secs / 2))" "$corpus-pcaps"
+}
+
+# run_fuzzer NAME SECONDS CORPUS: one bounded libFuzzer run, its summary shown.
+run_fuzzer() {
+  echo "== fuzzing $1 for $2s"
+  "$BUILD/tests/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/" \
+      -print_final_stats=1 "$3" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)'
+}
+
+# Small trace files for fuzz_pcap: Ethernet (a TCP SYN, a tagged IPv6 UDP
+# packet) as pcap, nanosecond pcap and pcapng; raw IP; Linux cooked capture.
+pcap_seeds() {
+  local out=$1 tmp
+  tmp=$(mktemp -d)
+  cat > "$tmp/eth.txt" <<'HEX'
+0000  00 11 22 33 44 55 66 77 88 99 aa bb 08 00 45 00
+0010  00 28 00 01 00 00 40 06 00 00 0a 00 00 01 0a 00
+0020  00 02 04 d2 01 bb 00 00 00 01 00 00 00 00 50 02
+0030  20 00 00 00 00 00
+0000  00 11 22 33 44 55 66 77 88 99 aa bb 81 00 00 64
+0010  86 dd 60 00 00 00 00 10 11 40 fe 80 00 00 00 00
+0020  00 00 00 00 00 00 00 00 00 01 fe 80 00 00 00 00
+0030  00 00 00 00 00 00 00 00 00 02 00 35 00 35 00 10
+0040  00 00 01 02 03 04 05 06 07 08
+HEX
+  cat > "$tmp/raw.txt" <<'HEX'
+0000  60 00 00 00 00 10 11 40 fe 80 00 00 00 00 00 00
+0010  00 00 00 00 00 00 00 01 fe 80 00 00 00 00 00 00
+0020  00 00 00 00 00 00 00 02 00 35 00 35 00 10 00 00
+0030  01 02 03 04 05 06 07 08
+0000  45 00 00 1c 00 02 00 00 40 11 00 00 0a 00 00 01
+0010  0a 00 00 02 00 35 00 35 00 08 00 00
+HEX
+  cat > "$tmp/sll.txt" <<'HEX'
+0000  00 00 00 01 00 06 00 11 22 33 44 55 00 00 08 00
+0010  45 00 00 1c 00 02 00 00 40 11 00 00 0a 00 00 01
+0020  0a 00 00 02 00 35 00 35 00 08 00 00
+HEX
+  local log  # text2pcap is chatty even with -q: its output is shown only when it fails
+  if ! log=$( {
+    text2pcap -q -F pcap -l 1 "$tmp/eth.txt" "$out/eth.pcap" &&
+    text2pcap -q -F pcapng -l 1 "$tmp/eth.txt" "$out/eth.pcapng" &&
+    editcap -F nsecpcap "$out/eth.pcap" "$out/eth-ns.pcap" &&
+    text2pcap -q -F pcap -l 101 "$tmp/raw.txt" "$out/raw.pcap" &&
+    text2pcap -q -F pcap -l 113 "$tmp/sll.txt" "$out/sll.pcap"
+  } 2>&1 ); then
+    echo "$log" >&2
+    return 1
+  fi
+  rm -rf "$tmp"
+  if [ -d ../shared/traces/linktypes ]; then
+    find ../shared/traces/linktypes -size -64k -name '*.pcap*' -exec cp -t "$out" {} +
+  fi
 }
 
 demo() {

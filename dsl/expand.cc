@@ -4,13 +4,10 @@
 // typed, connections resolved through compound inputs and outputs.
 #include <dlfcn.h>
 
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "dsl/check.hh"
 #include "dsl/frontend.hh"
@@ -172,23 +169,37 @@ private:
         diags_.error(st.require.range, "'" + req + "' is not a regular file");
         continue;
       }
-      if (p.extension() == ".so") {
-        load_plugin(p, st.require.range);
+      // what was checked is what is opened: the file's absolute path, links resolved
+      fs::path canon = fs::canonical(p, ec);
+      if (ec) {
+        diags_.error(st.require.range, "cannot read required file '" + req + "': " + ec.message());
         continue;
       }
-      std::string canon = fs::weakly_canonical(p, ec).string();
-      if (!required_.insert(canon).second) continue;  // already included
-      std::ifstream in(p, std::ios::binary);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      int f = sm_.add(p.string(), ss.str());
+      if (p.extension() == ".so") {
+        load_plugin(canon, st.require.range);
+        continue;
+      }
+      if (!required_.insert(canon.string()).second) continue;  // already included
+      std::string text, error;
+      if (!read_user_file(p.string(), kMaxPipeFileBytes, text, &error)) {
+        diags_.error(st.require.range, error);
+        continue;
+      }
+      int f = sm_.add(p.string(), std::move(text));
       ast::File sub;
       if (!parse_file(sm_, f, diags_, sub)) ++syntax_errors_;
       collect_requires(sub, out);
     }
   }
 
+  // `p` is absolute: dlopen takes a name without a slash from the library
+  // search path (LD_LIBRARY_PATH, the cache), not from the file checked.
   void load_plugin(const fs::path &p, SourceRange where) {
+    if (std::string why = untrusted_as_root(p.string()); !why.empty()) {
+      diags_.error(where, "refusing to load plugin '" + p.string() + "' as root: " + why,
+                   "a plugin runs as this process: it and its directories must be root's and writable only by root");
+      return;
+    }
     void *h = dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
       diags_.error(where, std::string("cannot load plugin: ") + dlerror());
@@ -819,19 +830,12 @@ bool load_pipe_text(const std::string &name, const std::string &text, const Fron
 
 bool load_pipe_file(const std::string &path, const FrontendOptions &opts, SourceManager &sm, Diagnostics &diags,
                     ElementGraph &out) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    diags.error(SourceRange{}, "cannot read '" + path + "': it is a directory");
+  std::string text, error;
+  if (!read_user_file(path, kMaxPipeFileBytes, text, &error)) {
+    diags.error(SourceRange{}, error);
     return false;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error(SourceRange{}, "cannot open '" + path + "': " + std::strerror(errno));
-    return false;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_pipe_text(path, ss.str(), opts, sm, diags, out);
+  return load_pipe_text(path, text, opts, sm, diags, out);
 }
 
 }  // namespace sluice

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -49,8 +50,12 @@ std::string unit_list(const Unit (&units)[N]) {
 // Splits "14.88Mpps" into 14.88 and "Mpps". False if the digits are malformed.
 bool split_number(const std::string &text, double &number, std::string &suffix, bool &integral) {
   if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-    if (text.size() > 18) return false;
-    number = static_cast<double>(std::stoull(text.substr(2), nullptr, 16));
+    // hexadecimal: every character after 0x a hex digit, the whole fitting 64 bits
+    uint64_t hex = 0;
+    const char *end = text.data() + text.size();
+    auto [stop, ec] = std::from_chars(text.data() + 2, end, hex, 16);
+    if (ec != std::errc() || stop != end) return false;
+    number = static_cast<double>(hex);
     suffix.clear();
     integral = true;
     return true;
@@ -64,6 +69,9 @@ bool split_number(const std::string &text, double &number, std::string &suffix, 
   number = std::strtod(digits.c_str(), nullptr);
   return true;
 }
+
+// A literal quoted in a message: a long one is cut (the caret shows it whole).
+std::string shown(const std::string &text) { return text.size() > 40 ? text.substr(0, 40) + "..." : text; }
 
 const char *kind_name(ast::LiteralKind k) {
   switch (k) {
@@ -108,7 +116,7 @@ public:
       return true;
     }
     if (lit.kind == ast::LiteralKind::Variable)
-      return fail("'$" + lit.text + "' has no value here");
+      return fail("'$" + shown(lit.text) + "' has no value here");
     // a word among the extra words an argument allows (`sizes imix`)
     if (spec_.type != ArgType::Symbol && !spec_.choices.empty() &&
         (lit.kind == ast::LiteralKind::Word || lit.kind == ast::LiteralKind::String)) {
@@ -132,9 +140,8 @@ private:
   }
 
   bool expected(const ast::Literal &lit) {
-    std::string shown = lit.text.size() > 40 ? lit.text.substr(0, 40) + "..." : lit.text;
     std::string msg = "'" + spec_.name + "' expects " + spec_.type_text() + ", not " + kind_name(lit.kind) +
-                      (shown.empty() ? "" : " '" + shown + "'");
+                      (lit.text.empty() ? "" : " '" + shown(lit.text) + "'");
     std::string hint;
     if (spec_.type == ArgType::Symbol && lit.kind == ast::LiteralKind::Word) {
       std::string m = closest_match(lit.text, spec_.choices);
@@ -148,7 +155,7 @@ private:
     ast::Literal inner;
     if (lit.text.empty() || !lex_single_literal(lit.text, inner) || inner.kind == ast::LiteralKind::String ||
         inner.kind == ast::LiteralKind::Variable)
-      return fail("'" + spec_.name + "' expects " + spec_.type_text() + ", and \"" + lit.text + "\" is not one");
+      return fail("'" + spec_.name + "' expects " + spec_.type_text() + ", and \"" + shown(lit.text) + "\" is not one");
     inner.range = lit.range;
     return convert(inner, out, true);
   }
@@ -158,11 +165,11 @@ private:
     double number;
     std::string suffix;
     bool integral;
-    if (!split_number(lit.text, number, suffix, integral)) return fail("malformed number '" + lit.text + "'");
+    if (!split_number(lit.text, number, suffix, integral)) return fail("malformed number '" + shown(lit.text) + "'");
     if (suffix.empty() && unit_required) {
       if (number == 0) return value = 0, true;  // zero is zero in any unit
-      return fail(std::string(what) + " '" + lit.text + "' needs a unit",
-                  "write it with one of " + units_text + ", e.g. " + lit.text + units[n_units > 3 ? 3 : 1].suffix);
+      return fail(std::string(what) + " '" + shown(lit.text) + "' needs a unit",
+                  "write it with one of " + units_text + ", e.g. " + shown(lit.text) + units[n_units > 3 ? 3 : 1].suffix);
     }
     for (size_t i = 0; i < n_units; ++i)
       if (suffix == units[i].suffix) {
@@ -187,9 +194,9 @@ private:
                       ? number_with_units(lit, v, kByteUnits, std::size(kByteUnits), "size", false, unit_list(kByteUnits))
                       : number_with_units(lit, v, kDurationUnits, std::size(kDurationUnits), "duration", true, unit_list(kDurationUnits));
         if (!ok) return false;
-        if (v > 9.2e18) return fail("'" + lit.text + "' is too large");
+        if (v > 9.2e18) return fail("'" + shown(lit.text) + "' is too large");
         if (v != std::floor(v))
-          return fail("'" + lit.text + "' is not a whole number of " +
+          return fail("'" + shown(lit.text) + "' is not a whole number of " +
                       (spec_.type == ArgType::Duration ? "nanoseconds" : spec_.type == ArgType::Bytes ? "bytes" : "items"));
         out.integer = static_cast<int64_t>(v);
         return true;
@@ -199,7 +206,7 @@ private:
         double number;
         std::string suffix;
         bool integral;
-        if (!split_number(lit.text, number, suffix, integral)) return fail("malformed number '" + lit.text + "'");
+        if (!split_number(lit.text, number, suffix, integral)) return fail("malformed number '" + shown(lit.text) + "'");
         const Unit *bits = find_unit(kBitRateUnits, suffix);
         const Unit *pkts = find_unit(kPacketRateUnits, suffix);
         bool want_bits = spec_.any_rate_unit || spec_.rate_unit == RateUnit::Bits;
@@ -208,7 +215,7 @@ private:
                             : want_bits ? unit_list(kBitRateUnits) : unit_list(kPacketRateUnits);
         if (bits && want_bits) { out.real = number * bits->scale; out.rate_unit = RateUnit::Bits; return true; }
         if (pkts && want_pkts) { out.real = number * pkts->scale; out.rate_unit = RateUnit::Packets; return true; }
-        if (suffix.empty()) return fail("rate '" + lit.text + "' needs a unit", "rate units: " + units);
+        if (suffix.empty()) return fail("rate '" + shown(lit.text) + "' needs a unit", "rate units: " + units);
         return fail("wrong unit '" + suffix + "' for rate '" + spec_.name + "'", "rate units: " + units);
       }
       case ArgType::Bool: {
@@ -217,7 +224,7 @@ private:
           for (const char *w : yes) if (lit.text == w) { out.integer = 1; return true; }
           for (const char *w : no) if (lit.text == w) { out.integer = 0; return true; }
         }
-        return fail("'" + spec_.name + "' expects true or false, not '" + lit.text + "'");
+        return fail("'" + spec_.name + "' expects true or false, not '" + shown(lit.text) + "'");
       }
       case ArgType::String: {
         if (lit.kind == K::List) return expected(lit);
@@ -237,7 +244,7 @@ private:
         std::string list;
         for (const auto &c : spec_.choices) list += (list.empty() ? "" : ", ") + c;
         std::string m = closest_match(lit.text, spec_.choices);
-        return fail("'" + lit.text + "' is not a valid " + spec_.name + " (one of: " + list + ")",
+        return fail("'" + shown(lit.text) + "' is not a valid " + spec_.name + " (one of: " + list + ")",
                     m.empty() ? std::string() : "did you mean '" + m + "'?");
       }
       case ArgType::Address:
@@ -250,10 +257,10 @@ private:
           len = std::atoi(addr.c_str() + slash + 1);
           addr.resize(slash);
         }
-        if (!parse_ip(addr, out.address)) return fail("malformed address '" + lit.text + "'");
+        if (!parse_ip(addr, out.address)) return fail("malformed address '" + shown(lit.text) + "'");
         int max_len = out.address.v6 ? 128 : 32;
         if (spec_.type == ArgType::Address) {
-          if (len >= 0) return fail("'" + spec_.name + "' expects an address, not the prefix '" + lit.text + "'");
+          if (len >= 0) return fail("'" + spec_.name + "' expects an address, not the prefix '" + shown(lit.text) + "'");
           return true;
         }
         if (len > max_len) return fail("prefix length /" + std::to_string(len) + " is longer than " + std::to_string(max_len));
@@ -281,9 +288,11 @@ private:
           size_t slash = lit.text.find('/');
           double num = std::strtod(lit.text.substr(0, slash).c_str(), nullptr);
           double den = std::strtod(lit.text.substr(slash + 1).c_str(), nullptr);
-          if (den == 0) return fail("fraction '" + lit.text + "' divides by zero");
-          if (num > den) return fail("fraction '" + lit.text + "' is larger than 1");
+          if (den == 0) return fail("fraction '" + shown(lit.text) + "' divides by zero");
+          if (num > den) return fail("fraction '" + shown(lit.text) + "' is larger than 1");
           out.real = num / den;
+          // digits past a double's range (1e400/1e400) give no number
+          if (!std::isfinite(out.real)) return fail("fraction '" + shown(lit.text) + "' has numbers too large");
           return true;
         }
         if (lit.kind == K::Number) {
@@ -291,9 +300,9 @@ private:
           std::string suffix;
           bool integral;
           if (!split_number(lit.text, number, suffix, integral) || !suffix.empty())
-            return fail("'" + spec_.name + "' expects a fraction such as 1/100 or 0.01, not '" + lit.text + "'");
+            return fail("'" + spec_.name + "' expects a fraction such as 1/100 or 0.01, not '" + shown(lit.text) + "'");
           out.real = number;
-          if (number > 1) return fail("fraction '" + lit.text + "' is larger than 1");
+          if (number > 1) return fail("fraction '" + shown(lit.text) + "' is larger than 1");
           return true;
         }
         return expected(lit);

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <set>
 
 #include "dsl/literals.hh"
+#include "dsl/source.hh"
 
 namespace sluice {
 
@@ -20,7 +20,9 @@ namespace {
 // to kernel.sched_deadline_period_max_us (4 s by default).
 constexpr uint64_t kMinDeadlineRuntimeNs = 1024;
 constexpr uint64_t kMaxDeadlinePeriodNs = 4'000'000'000ull;
-constexpr int kMaxCpus = 4096;
+
+// A value quoted in a message: a long one is cut (the position says where it is).
+std::string shown(const std::string &text) { return text.size() > 40 ? text.substr(0, 40) + "..." : text; }
 
 // Walks a libyaml document. Keys may come in any order, so values that
 // depend on others (cpus on the topology) are kept as nodes and checked
@@ -78,7 +80,7 @@ class ProfileReader {
       Node *k = node(p->key), *v = node(p->value);
       std::string key = scalar(k);
       if (std::find_if(known.begin(), known.end(), [&](const char *n) { return key == n; }) == known.end())
-        return problem(k, "unknown key '" + key + "'" + (where == "the profile" ? "" : " in " + where) +
+        return problem(k, "unknown key '" + shown(key) + "'" + (where == "the profile" ? "" : " in " + where) +
                               " (known: " + names + ")");
       if (!f(key, v)) return false;
     }
@@ -88,23 +90,23 @@ class ProfileReader {
     std::string val = scalar(v);
     if (v->type == YAML_SCALAR_NODE && (val == "true" || val == "yes")) return out = true, true;
     if (v->type == YAML_SCALAR_NODE && (val == "false" || val == "no")) return out = false, true;
-    return problem(v, key + ": expected true or false, not '" + val + "'");
+    return problem(v, key + ": expected true or false, not '" + shown(val) + "'");
   }
   bool integer(Node *v, const std::string &key, long lo, long hi, long &out) {
     std::string val = scalar(v);
     char *end = nullptr;
     errno = 0;
     out = v->type == YAML_SCALAR_NODE && !val.empty() ? std::strtol(val.c_str(), &end, 10) : 0;
-    if (v->type != YAML_SCALAR_NODE || val.empty() || *end || errno)
-      return problem(v, key + ": expected a number, not '" + val + "'");
-    if (out < lo || out > hi)
-      return problem(v, key + ": " + val + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    if (v->type != YAML_SCALAR_NODE || val.empty() || *end || (errno && errno != ERANGE))
+      return problem(v, key + ": expected a number, not '" + shown(val) + "'");
+    if (errno == ERANGE || out < lo || out > hi)
+      return problem(v, key + ": " + shown(val) + " is out of range (" + std::to_string(lo) + ".." + std::to_string(hi) + ")");
     return true;
   }
   bool duration(Node *v, const std::string &key, uint64_t &out) {
     std::string err;
     auto value = v->type == YAML_SCALAR_NODE ? parse_value_text(scalar(v), ArgSpec::duration(key), &err) : std::nullopt;
-    if (!value) return problem(v, key + ": expected a duration (e.g. 100us, 1ms), not '" + scalar(v) + "'");
+    if (!value) return problem(v, key + ": expected a duration (e.g. 100us, 1ms), not '" + shown(scalar(v)) + "'");
     out = uint64_t(value->integer);
     return true;
   }
@@ -122,7 +124,8 @@ class ProfileReader {
       return true;
     }
     if (v->type == YAML_SCALAR_NODE && parse_cpu_list(scalar(v), out)) return true;
-    return problem(v, key + ": expected a cpu list like \"2-19,22\" or [2, 3], not '" + scalar(v) + "'");
+    return problem(v, key + ": expected a cpu list like \"2-19,22\" or [2, 3] (cpus below " +
+                          std::to_string(kMaxCpus) + "), not '" + shown(scalar(v)) + "'");
   }
   bool is_auto(Node *v) { return v && v->type == YAML_SCALAR_NODE && scalar(v) == "auto"; }
 
@@ -165,7 +168,7 @@ class ProfileReader {
                           std::string s = scalar(v);
                           if (v->type == YAML_SCALAR_NODE && (s == "share" || s == "separate"))
                             return out_.smt_share = s == "share", true;
-                          return problem(v, "smt: expected share or separate, not '" + s + "'");
+                          return problem(v, "smt: expected share or separate, not '" + shown(s) + "'");
                         });
   }
 
@@ -181,7 +184,7 @@ class ProfileReader {
           }))
         return false;
       if (!dn.name) return problem(d, "a device needs a name (as RSSSource's device argument gives it)");
-      if (!dn.node) return problem(d, "device '" + scalar(dn.name) + "' needs a node (a number, or auto)");
+      if (!dn.node) return problem(d, "device '" + shown(scalar(dn.name)) + "' needs a node (a number, or auto)");
       devices_.push_back(dn);
     }
     return true;
@@ -197,7 +200,7 @@ class ProfileReader {
         out_.acquisition.mode = s == "poll" ? AcquisitionPolicy::Mode::Poll : AcquisitionPolicy::Mode::Periodic;
         return mode_ = v, true;
       }
-      return problem(v, "mode: expected poll or periodic, not '" + s + "'");
+      return problem(v, "mode: expected poll or periodic, not '" + shown(s) + "'");
     });
   }
 
@@ -268,7 +271,7 @@ class ProfileReader {
         char *end = nullptr;
         mb = memory_mb_->type == YAML_SCALAR_NODE ? std::strtol(val.c_str(), &end, 10) : 0;
         if (memory_mb_->type != YAML_SCALAR_NODE || val.empty() || *end || mb < 64 || mb > (1l << 22))
-          return problem(memory_mb_, "mb: expected auto or megabytes (64 or more), not '" + val + "'");
+          return problem(memory_mb_, "mb: expected auto or megabytes (64 or more), not '" + shown(val) + "'");
         out_.memory_mb = unsigned(mb);
       }
     }
@@ -332,10 +335,10 @@ class ProfileReader {
   }
 
   bool resolve_devices() {
+    std::set<std::string> names;
     for (const DeviceNodes &d : devices_) {
       ProfileDevice dev{scalar(d.name), -1, "the profile"};
-      for (const ProfileDevice &seen : out_.devices)
-        if (seen.name == dev.name) return problem(d.name, "device '" + dev.name + "' is listed twice");
+      if (!names.insert(dev.name).second) return problem(d.name, "device '" + shown(dev.name) + "' is listed twice");
       if (is_auto(d.node)) {
         if (!out_.this_machine)
           return problem(d.node, "node: auto asks this machine's sysfs, but the profile describes another machine "
@@ -343,7 +346,7 @@ class ProfileReader {
         dev.node = device_numa_node(env_.sysfs_root, dev.name, &dev.node_source);
         if (dev.node_source.empty())
           return problem(d.name, "node: auto needs a PCI address or an interface (af_packet:IFACE) to look up, not '" +
-                                     dev.name + "'");
+                                     shown(dev.name) + "'");
       } else {
         long n;
         if (!integer(d.node, "node", 0, 63, n)) return false;
@@ -367,7 +370,8 @@ class ProfileReader {
       return problem(runtime_, "runtime: at least 1024ns (the kernel's SCHED_DEADLINE minimum)");
     if (a.period_ns > kMaxDeadlinePeriodNs) return problem(period_, "period: at most 4s (the kernel's default limit)");
     if (a.runtime_ns > a.period_ns)
-      return problem(runtime_, "runtime: " + scalar(runtime_) + " is longer than the period (" + scalar(period_) + ")");
+      return problem(runtime_, "runtime: " + shown(scalar(runtime_)) + " is longer than the period (" +
+                                   shown(scalar(period_)) + ")");
     return true;
   }
 
@@ -413,19 +417,65 @@ HostEnvironment HostEnvironment::this_process() {
 std::string default_host_profile_path() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec).parent_path();
-  // the working directory, the source tree of a build (build/engine/sluice),
-  // an installed share directory
-  for (const fs::path &p : {fs::path("configs/laptop.yaml"), exe / "../../configs/laptop.yaml",
-                            exe / "../share/sluice/configs/laptop.yaml", fs::path(SLUICE_SHARE_DIR "/configs/laptop.yaml")})
-    if (fs::exists(p, ec)) return p.lexically_normal().string();
-  return "";
+  // Never the working directory: a profile's EAL options can load any shared
+  // object (-d), and a probe started as root in a directory others can
+  // write would run what they left there. Both places are fixed at build time.
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  fs::path build_tree = SLUICE_BUILD_DIR;
+  bool in_build_tree = !ec && std::mismatch(build_tree.begin(), build_tree.end(), exe.begin(), exe.end()).first ==
+                                  build_tree.end();
+  fs::path profile = in_build_tree ? fs::path(SLUICE_SOURCE_DIR "/configs/laptop.yaml")
+                                   : fs::path(SLUICE_SHARE_DIR "/configs/laptop.yaml");
+  return fs::exists(profile, ec) ? profile.string() : "";
 }
+
+namespace {
+
+// libyaml's scanner does work in proportion to the nesting depth for every
+// token (a 1 MiB profile of '[' took hours), and its loader builds the whole
+// document. A first pass over the parser's events stops at the first
+// collection nested deeper than any profile's (3 levels: the profile, cpus,
+// use's list).
+constexpr int kMaxProfileDepth = 16;
+
+bool check_depth(const std::string &label, const std::string &yaml, std::string *error) {
+  yaml_parser_t parser;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char *>(yaml.data()), yaml.size());
+  int depth = 0;
+  bool ok = true, done = false;
+  while (ok && !done) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) break;  // the loader reports it, as far as this pass got
+    switch (event.type) {
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT:
+        if (++depth > kMaxProfileDepth) {
+          *error = label + ":" + std::to_string(event.start_mark.line + 1) + ":" +
+                   std::to_string(event.start_mark.column + 1) + ": error: lists and mappings nested more than " +
+                   std::to_string(kMaxProfileDepth) + " deep (a profile needs 3)";
+          ok = false;
+        }
+        break;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: --depth; break;
+      case YAML_DOCUMENT_END_EVENT:  // only the first document is read
+      case YAML_STREAM_END_EVENT: done = true; break;
+      default: break;
+    }
+    yaml_event_delete(&event);
+  }
+  yaml_parser_delete(&parser);
+  return ok;
+}
+
+}  // namespace
 
 bool parse_host_profile(const std::string &label, const std::string &yaml, const HostEnvironment &env,
                         HostProfile &out, std::string *error) {
   out = HostProfile{};
   out.path = label;
+  if (!check_depth(label, yaml, error)) return false;
   yaml_parser_t parser;
   yaml_parser_initialize(&parser);
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char *>(yaml.data()), yaml.size());
@@ -445,15 +495,18 @@ bool parse_host_profile(const std::string &label, const std::string &yaml, const
 }
 
 bool load_host_profile(const std::string &path, const HostEnvironment &env, HostProfile &out, std::string *error) {
-  std::ifstream f(path, std::ios::binary);
+  // What is checked is what is read: the file's absolute path, links resolved.
   std::error_code ec;
-  if (!f || std::filesystem::is_directory(path, ec)) {
-    *error = path + ": error: cannot read host profile: " + (f ? "it is a directory" : std::strerror(errno));
+  std::string resolved = std::filesystem::canonical(path, ec).string();
+  if (ec) return *error = path + ": error: cannot read host profile: " + ec.message(), false;
+  std::string text, why;
+  if (!read_user_file(resolved, kMaxHostProfileBytes, text, &why)) return *error = path + ": error: " + why, false;
+  if (why = untrusted_as_root(resolved); !why.empty()) {
+    *error = path + ": error: refusing this host profile as root: " + why +
+             " (its EAL options can load code: the file and its directories must be root's and writable only by root)";
     return false;
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  return parse_host_profile(path, text.str(), env, out, error);
+  return parse_host_profile(path, text, env, out, error);
 }
 
 bool builtin_host_profile(const HostEnvironment &env, HostProfile &out, std::string *error) {

@@ -6,6 +6,7 @@
 // share cpus. Unknown keys, wrong types and impossible values are errors with
 // file:line:column. The keys are documented in docs/placement.md.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,9 +63,20 @@ struct HostEnvironment {
   static HostEnvironment this_process();
 };
 
-// configs/laptop.yaml next to the working directory, the source tree of the
-// build or the installed share directory; empty when none is found.
+// The profile used without --host, never looked up from the working
+// directory: the source tree's configs/laptop.yaml when this executable is
+// the build tree's, else the installed one (<prefix>/share/sluice/configs/);
+// both paths are fixed at build time. Empty when that file does not exist:
+// the built-in profile is then used.
 std::string default_host_profile_path();
+
+// A host profile is read whole: far more than any real one, and a wrong file
+// (a trace, /dev/zero) is refused at once.
+inline constexpr size_t kMaxHostProfileBytes = 1u << 20;
+
+// Reads a profile file. When this process runs as root, a file that other
+// users could have written is refused (untrusted_as_root in dsl/source.hh):
+// its EAL options can load code.
 bool load_host_profile(const std::string &path, const HostEnvironment &env, HostProfile &out, std::string *error);
 // The same from text; `label` stands for the file name in messages.
 bool parse_host_profile(const std::string &label, const std::string &yaml, const HostEnvironment &env,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <cctype>
 #include <map>
 #include <regex>
 
@@ -37,26 +38,36 @@ bool HostTopology::has_smt() const {
   return false;
 }
 
+// By hand rather than with std::regex, whose matcher recurses once per
+// character (a long list overflowed the stack), and into a bitmap of cpus,
+// so that repeated ranges cost no memory.
 bool parse_cpu_list(const std::string &text, std::vector<int> &out) {
   out.clear();
-  static const std::regex item(R"(\s*(\d+)\s*(?:-\s*(\d+)\s*)?)");
-  size_t start = 0;
-  std::string t = text;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  if (t.empty()) return true;
-  while (start <= t.size()) {
-    size_t comma = t.find(',', start);
-    std::string part = t.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    std::smatch m;
-    if (!std::regex_match(part, m, item)) return false;
-    long a = std::stol(m[1].str()), b = m[2].matched ? std::stol(m[2].str()) : a;
-    if (b < a || b >= 4096) return false;
-    for (long c = a; c <= b; ++c) out.push_back(int(c));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  std::vector<bool> listed(kMaxCpus);
+  size_t i = 0, end = text.size();
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  if (end == 0) return true;
+  auto spaces = [&] { while (i < end && (text[i] == ' ' || text[i] == '\t')) ++i; };
+  auto cpu = [&](int &c) {
+    spaces();
+    if (i == end || !std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+    for (c = 0; i < end && std::isdigit(static_cast<unsigned char>(text[i])); ++i)
+      if ((c = c * 10 + (text[i] - '0')) >= kMaxCpus) return false;
+    spaces();
+    return true;
+  };
+  for (;;) {
+    int first, last;
+    if (!cpu(first)) return false;
+    last = first;
+    if (i < end && text[i] == '-' && (++i, !cpu(last))) return false;
+    if (last < first) return false;
+    for (int c = first; c <= last; ++c) listed[size_t(c)] = true;
+    if (i == end) break;
+    if (text[i++] != ',') return false;
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (int c = 0; c < kMaxCpus; ++c)
+    if (listed[size_t(c)]) out.push_back(c);
   return true;
 }
 
@@ -100,6 +111,7 @@ bool discover_topology(const std::string &sysfs_root, HostTopology &out, std::st
     std::string name = entry.path().filename().string();
     if (name.rfind("node", 0) != 0 || name.size() == 4 || !std::all_of(name.begin() + 4, name.end(), ::isdigit))
       continue;
+    if (name.size() > 8) continue;  // node numbers are small; stoi would throw past int
     int node = std::stoi(name.substr(4));
     std::vector<int> cpus;
     if (read_line(entry.path() / "cpulist", text) && parse_cpu_list(text, cpus))
@@ -131,6 +143,7 @@ HostTopology generated_topology(int nodes, int cores_per_node, int threads_per_c
 }
 
 std::string device_pci_address(const std::string &device) {
+  if (device.size() > 12) return "";  // longer than 0000:00:00.0
   static const std::regex pci("^(([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7])$");
   std::smatch m;
   if (!std::regex_match(device, m, pci)) return "";

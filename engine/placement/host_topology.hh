@@ -48,7 +48,11 @@ int device_numa_node(const std::string &sysfs_root, const std::string &device, s
 std::string device_pci_address(const std::string &device);
 std::string device_interface(const std::string &device);
 
-// Kernel cpu lists: "0-3,8,10-11".
+// The most cpus Sluice can pin: cpu numbers are below this.
+inline constexpr int kMaxCpus = 4096;
+
+// Kernel cpu lists: "0-3,8,10-11", cpus below kMaxCpus; sorted, without
+// repeats. False when the text is not one.
 bool parse_cpu_list(const std::string &text, std::vector<int> &out);
 std::string format_cpu_list(std::vector<int> cpus);
 

@@ -76,8 +76,6 @@ class EthDevice {
   bool next_shadow_record();
   // A record's time as the shadow reads it (nanosecond precision): in UNIX
   // ns, and as net_pcap stamps the mbuf with it.
-  static uint64_t record_time_ns(int64_t sec, int64_t ns);
-  static uint64_t net_pcap_time_us(int64_t sec, int64_t ns);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;

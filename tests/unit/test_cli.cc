@@ -1,7 +1,14 @@
 // The sluice command line as a user runs it: exit statuses, output formats.
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "run_fixture.hh"
 
@@ -33,9 +40,12 @@ TEST_CASE("sluice check: 0 when clean, 1 on errors, 2 on usage errors", "[cli]")
   Run dir = run_sluice("check configs");
   CHECK(dir.status == 1);
   CHECK(dir.out.find("cannot read 'configs': it is a directory") != std::string::npos);
-  Run empty = run_sluice("check /dev/null");
+  Run empty = run_sluice("check " + write_config("empty.pipe", ""));
   CHECK(empty.status == 0);
   CHECK(empty.out.find("warning: the configuration has no source") != std::string::npos);
+  Run device = run_sluice("check /dev/null");  // not a regular file: refused, as /dev/zero would be
+  CHECK(device.status == 1);
+  CHECK(device.out.find("cannot read '/dev/null': it is not a regular file") != std::string::npos);
 }
 
 TEST_CASE("sluice check --define", "[cli]") {
@@ -141,4 +151,95 @@ TEST_CASE("Graphviz reads the plan's dot output", "[cli]") {
     CHECK(r.out.find("<svg") != std::string::npos);
     CHECK(r.out.find("Error") == std::string::npos);
   }
+}
+
+// Issue 13, finding 3: `capacity 0xg` threw out of std::stoull and aborted
+// `sluice check` (exit 134, no message).
+TEST_CASE("a malformed number is a located error, in a file or a --define", "[cli]") {
+  std::string path = write_config("hex.pipe", "define $CAP 1K;\nTrafficGen -> Ring(capacity 0xg) -> Ring(capacity $CAP) -> Discard;\n");
+  Run r = run_sluice("check " + path);
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(path + ":2:29: error: malformed number '0xg'") != std::string::npos);
+  std::string defined = write_config("hex_define.pipe", "define $CAP 1K;\nTrafficGen -> Ring(capacity $CAP) -> Discard;\n");
+  Run d = run_sluice("check " + defined + " -D CAP=0xg");
+  INFO(d.out);
+  CHECK(d.status == 1);
+  CHECK(d.out.find("<command line>:1:5: error: malformed number '0xg'") != std::string::npos);
+}
+
+// Finding 15: `require "p.so"` was checked beside the file but loaded by bare
+// name, so dlopen took it from LD_LIBRARY_PATH (or the system's library path).
+TEST_CASE("a required plugin is loaded from the path that was checked", "[cli][plugin]") {
+  namespace fs = std::filesystem;
+  std::string here = scratch("cli", "plugin_here"), elsewhere = scratch("cli", "plugin_elsewhere");
+  fs::copy_file(std::string(SLUICE_TEST_PLUGIN_DIR) + "/sample_plugin_good.so", here + "/p.so");
+  fs::copy_file(std::string(SLUICE_TEST_PLUGIN_DIR) + "/sample_plugin_old.so", elsewhere + "/p.so");
+  write_file(here + "/x.pipe", "require \"p.so\";\nsrc :: TrafficGen -> PluginCounter(5K) -> Discard;\n");
+  // run from the file's directory, so that the name checked has no slash
+  Run r = run_cmd("cd " + here + " && LD_LIBRARY_PATH=" + elsewhere + " " SLUICE_BINARY " check x.pipe");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("x.pipe: ok (3 elements") != std::string::npos);
+  // and the other one, named by its own path, is the one refused
+  write_file(here + "/y.pipe", "require \"" + elsewhere + "/p.so\";\nTrafficGen -> Discard;\n");
+  Run other = run_cmd("cd " + here + " && " SLUICE_BINARY " check y.pipe");
+  CHECK(other.status == 1);
+  CHECK(other.out.find("y.pipe:1:9: error: plugin '" + elsewhere + "/p.so' was built for ABI -1") != std::string::npos);
+}
+
+// Running as root, a plugin others could have written is refused: it runs as
+// the probe (sshd's StrictModes does the same for its files).
+TEST_CASE("as root, a plugin others can write is refused", "[cli][plugin][root]") {
+  if (geteuid() != 0) {
+    WARN("not root: nothing to refuse");
+    return;
+  }
+  namespace fs = std::filesystem;
+  std::string dir = scratch("cli", "plugin_writable");
+  fs::copy_file(std::string(SLUICE_TEST_PLUGIN_DIR) + "/sample_plugin_good.so", dir + "/p.so");
+  std::string pipe = write_file(dir + "/x.pipe", "require \"p.so\";\nTrafficGen -> PluginCounter -> Discard;\n");
+  CHECK(run_sluice("check " + pipe).status == 0);
+  fs::permissions(dir + "/p.so", fs::perms(0646));
+  Run r = run_sluice("check " + pipe);
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(pipe + ":1:9: error: refusing to load plugin '" + dir + "/p.so' as root: '" + dir +
+                   "/p.so' is writable by others (mode 0646)") != std::string::npos);
+}
+
+// Finding 3 on a running probe: a reload of a file with a malformed number (by
+// `sluice ctl reload` or SIGHUP) or of /dev/zero is refused with the error,
+// and the probe goes on to the end of its run.
+TEST_CASE("a running probe survives reloads of malformed files", "[cli][reload]") {
+  std::string dir = scratch("cli", "bad_reload");
+  std::string sock = dir + "/probe.sock";
+  std::string graph = "src :: TrafficGen(flows 100, new_flows_per_s 100, duration 20s, sizes [64B], rate 2Kpps);\n"
+                      "src -> Ring(capacity 1K) -> Counter -> Discard;\n";
+  std::string good = write_file(dir + "/good.pipe", graph);
+  std::string hex = graph;
+  hex.replace(hex.find("capacity 1K"), 11, "capacity 0xg");
+  std::string bad = write_file(dir + "/bad.pipe", hex);
+  Run started = run_cmd("(" SLUICE_BINARY " run " + good + " --control " + sock + " --duration 4s > " + dir +
+                        "/out.txt 2>&1 & echo $!)");
+  int pid = std::stoi(started.out);
+  for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(std::filesystem::exists(sock));
+  Run r = run_sluice("ctl --socket " + sock + " reload " + bad);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(bad + ":2:22: error: malformed number '0xg'") != std::string::npos);
+  CHECK(r.out.find("the running graph goes on unchanged") != std::string::npos);
+  r = run_sluice("ctl --socket " + sock + " reload /dev/zero");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("cannot read '/dev/zero': it is not a regular file") != std::string::npos);
+  // SIGHUP reloads the file the run started with, now broken
+  write_file(good, hex);
+  kill(pid, SIGHUP);
+  for (int i = 0; i < 200 && kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(kill(pid, 0) != 0);
+  std::string out = read_file(dir + "/out.txt");
+  INFO(out);
+  CHECK(out.find("every packet accounted for") != std::string::npos);  // the summary of a run that ended cleanly
+  CHECK(out.find("sluice: SIGHUP: reload " + good + ": " + good + ":2:22: error: malformed number '0xg'") !=
+        std::string::npos);
 }

@@ -1,6 +1,10 @@
 // Expansion, lanes and segments on small configurations, and each check of
 // the front end on the smallest input that triggers it.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "frontend_fixture.hh"
 
@@ -258,4 +262,36 @@ TEST_CASE("large and deep inputs end in a result, not a crash", "[frontend]") {
   classes += "elementclass K100 { input -> Counter -> output; }\ng :: TrafficGen -> K0 -> Discard;";
   auto kc = compile_text(classes);
   CHECK(kc->has("error: compounds instantiated more than 64 deep"));
+}
+
+// Issue 13, finding 17: `sluice check /dev/zero` (and `ctl reload /dev/zero`)
+// read without end, growing memory; a FIFO blocked the reader.
+TEST_CASE(".pipe files: only regular files, of at most 4 MiB, also when required", "[frontend]") {
+  auto zero = test::compile_file("/dev/zero");
+  CHECK_FALSE(zero->ok);
+  CHECK(zero->printed.find("cannot read '/dev/zero': it is not a regular file (a device, a pipe or a socket)") !=
+        std::string::npos);
+
+  std::string dir = std::string(SLUICE_TEST_PLUGIN_DIR) + "/frontend_files";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::string fifo = dir + "/fifo.pipe";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto from_fifo = test::compile_file(fifo);  // refused at once, without waiting for a writer
+  CHECK(from_fifo->printed.find("cannot read '" + fifo + "': it is not a regular file") != std::string::npos);
+
+  std::string big = dir + "/big.pipe";
+  std::ofstream(big) << "// " << std::string(kMaxPipeFileBytes, 'x') << "\nTrafficGen -> Discard;\n";
+  auto whole = test::compile_file(big);
+  CHECK(whole->printed.find("cannot read '" + big + "': it is larger than 4 MiB, the most that is read") !=
+        std::string::npos);
+  std::ofstream(dir + "/main.pipe") << "require \"big.pipe\";\nTrafficGen -> Discard;\n";
+  auto required = test::compile_file(dir + "/main.pipe");
+  CHECK(required->has(dir + "/main.pipe:1:9: error: cannot read '" + big +
+                      "': it is larger than 4 MiB, the most that is read"));
+  // a file of exactly the bound is read
+  std::ofstream(big, std::ios::trunc) << "TrafficGen -> Discard;\n//" << std::string(kMaxPipeFileBytes - 26, 'x')
+                                      << "\n";
+  REQUIRE(std::filesystem::file_size(big) == kMaxPipeFileBytes);
+  CHECK(test::compile_file(big)->ok);
 }

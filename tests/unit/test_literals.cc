@@ -151,3 +151,25 @@ TEST_CASE("the lexer keeps addresses apart from declarations", "[literals]") {
   CHECK(lit.kind == ast::LiteralKind::HostPort);
   CHECK_FALSE(lex_single_literal("1 2", lit));
 }
+
+// Issue 13, finding 3: `capacity 0xg` threw std::invalid_argument out of
+// std::stoull, which aborted `sluice check` and a probe on SIGHUP.
+TEST_CASE("malformed numbers are errors, never exceptions", "[literals]") {
+  auto c = ArgSpec::count("capacity");
+  CHECK(bad("0xg", c) == "malformed number '0xg'");
+  CHECK(bad("0xfg", c) == "malformed number '0xfg'");
+  CHECK(bad("0xG", c) == "malformed number '0xG'");
+  CHECK(bad("0x10000000000000000", c) == "malformed number '0x10000000000000000'");  // past 64 bits
+  CHECK(ok("0xFFFF", c).integer == 65535);
+  CHECK(bad("0xffffffffffffffff", c).find("is too large") != std::string::npos);
+  for (auto spec : {ArgSpec::bytes("b"), ArgSpec::duration("d"), ArgSpec::any_rate("r"), ArgSpec::fraction("f")})
+    CHECK_FALSE(bad("0xg", spec).empty());
+  // fractions whose digits are past a double's range give no number
+  std::string huge(400, '9');
+  CHECK(bad(huge + "/" + huge, ArgSpec::fraction("f")).find("has numbers too large") != std::string::npos);
+  // a long literal is cut in the message
+  std::string long_word(5000, 'x');
+  std::string err = bad(long_word, ArgSpec::boolean("on"));
+  CHECK(err.size() < 200);
+  CHECK(err.find(std::string(40, 'x') + "...") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 // plan on this machine: every segment thread on its planned cpu.
 // SLUICE_UPDATE_GOLDEN=1 rewrites the .expected files.
 #include <sched.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -400,7 +401,7 @@ TEST_CASE("host profile: errors point at file:line:column", "[placement][profile
         "bad.yaml:3:18: error: oversubscribe: expected true or false, not 'sometimes'");
   CHECK(profile_error(topo + "cpus: {smt: maybe}\n") == "bad.yaml:2:13: error: smt: expected share or separate, not 'maybe'");
   CHECK(profile_error(topo + "cpus: {use: 'a-b'}\n") ==
-        "bad.yaml:2:13: error: use: expected a cpu list like \"2-19,22\" or [2, 3], not 'a-b'");
+        "bad.yaml:2:13: error: use: expected a cpu list like \"2-19,22\" or [2, 3] (cpus below 4096), not 'a-b'");
   CHECK(profile_error(topo + "acquisition: {mode: periodic, period: soon, runtime: 10us}\n") ==
         "bad.yaml:2:39: error: period: expected a duration (e.g. 100us, 1ms), not 'soon'");
   CHECK(profile_error(topo + "devices: {name: eth0}\n") ==
@@ -677,4 +678,121 @@ TEST_CASE("sluice run refuses a plan made for another machine", "[placement][run
   CHECK(r.out.find("sluice: error: the plan puts segment ") != std::string::npos);
   CHECK(r.out.find(", which this process cannot use (cpus ") != std::string::npos);
   CHECK(r.out.find("host profile 'server-4s' describes another machine") != std::string::npos);
+}
+
+// ---- input that must give an error, never an exception or a crash (issue 13) ----
+
+TEST_CASE("cpu lists: the kernel's syntax, cpus below 4096, any length", "[placement][profile]") {
+  std::vector<int> cpus;
+  CHECK(parse_cpu_list("0-3,8,10-11\n", cpus));
+  CHECK(cpus == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list(" 5 - 6 , 1", cpus));
+  CHECK(cpus == std::vector<int>{1, 5, 6});
+  CHECK(parse_cpu_list("4095", cpus));
+  CHECK(parse_cpu_list("", cpus));
+  CHECK(cpus.empty());
+  for (const char *bad : {"4096", "1-", "-1", ",", "1,", "3-1", "1-2-3", "a", "1 2", "0x1"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_cpu_list(bad, cpus));
+  }
+  // finding 3: std::stol threw out_of_range on a long number
+  CHECK_FALSE(parse_cpu_list(std::string(25, '9'), cpus));
+  // finding 17: std::regex recursed once per character and overflowed the stack
+  CHECK_FALSE(parse_cpu_list(std::string(300000, '1'), cpus));
+  // the same range many times costs no memory: the cpus are a bitmap
+  std::string repeated;
+  for (int i = 0; i < 50000; ++i) repeated += "0-4095,";
+  repeated += "7";
+  REQUIRE(parse_cpu_list(repeated, cpus));
+  CHECK(cpus.size() == 4096);
+}
+
+TEST_CASE("host profile: over-long numbers and lists are located errors", "[placement][profile]") {
+  std::string topo = "topology: {nodes: 1, cores_per_node: 4}\n";
+  CHECK(profile_error(topo + "cpus:\n  use: \"" + std::string(25, '9') + "\"\n") ==
+        "bad.yaml:3:8: error: use: expected a cpu list like \"2-19,22\" or [2, 3] (cpus below 4096), not '" +
+            std::string(25, '9') + "'");
+  CHECK(profile_error(topo + "cpus:\n  use: \"" + std::string(300000, '1') + "\"\n") ==
+        "bad.yaml:3:8: error: use: expected a cpu list like \"2-19,22\" or [2, 3] (cpus below 4096), not '" +
+            std::string(40, '1') + "...'");
+  CHECK(profile_error(topo + "cpus:\n  use: [" + std::string(300000, '9') + "]\n") ==
+        "bad.yaml:3:9: error: use: " + std::string(40, '9') + "... is out of range (0..4095)");
+  CHECK(profile_error(topo + "cpus:\n  housekeeping: " + std::string(30, '9') + "\n") ==
+        "bad.yaml:3:17: error: housekeeping: " + std::string(30, '9') + " is out of range (0..4095)");
+}
+
+TEST_CASE("host profile files: only regular files of a bounded size", "[placement][profile]") {
+  HostProfile p;
+  std::string err;
+  CHECK_FALSE(load_host_profile("/dev/zero", HostEnvironment::this_process(), p, &err));
+  CHECK(err == "/dev/zero: error: cannot read '/dev/zero': it is not a regular file (a device, a pipe or a socket)");
+  std::string dir = scratch("placement", "profile_files");
+  std::string big = write_file(dir + "/big.yaml", "# " + std::string(kMaxHostProfileBytes, 'x') + "\n");
+  CHECK_FALSE(load_host_profile(big, HostEnvironment::this_process(), p, &err));
+  CHECK(err == big + ": error: cannot read '" + big + "': it is larger than 1 MiB, the most that is read");
+  CHECK_FALSE(load_host_profile(dir + "/none.yaml", HostEnvironment::this_process(), p, &err));
+  CHECK(err == dir + "/none.yaml: error: cannot read host profile: No such file or directory");
+}
+
+// Finding 14: the default profile was read from ./configs/laptop.yaml, and
+// its EAL options can load any shared object (-d).
+TEST_CASE("the default host profile is never taken from the working directory", "[placement][profile][cli]") {
+  std::string dir = scratch("placement", "planted_profile");
+  fs::create_directories(dir + "/configs");
+  write_file(dir + "/configs/laptop.yaml", "name: planted\neal:\n  args: [-d, " + dir + "/evil.so]\n");
+  std::string pipe = std::string(SLUICE_SOURCE_DIR) + "/tests/golden/placement/one-node-two-cpus.pipe";
+  Run r = run_cmd("cd " + dir + " && " SLUICE_BINARY " plan --format json " + pipe);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("\"host\": \"laptop\"") != std::string::npos);
+  CHECK(r.out.find("planted") == std::string::npos);
+  // the build tree's executable takes the source tree's profile, a path fixed when it was built
+  CHECK(default_host_profile_path() == std::string(SLUICE_SOURCE_DIR) + "/configs/laptop.yaml");
+}
+
+// Running as root, a profile others could have written is refused (its EAL
+// options load code), as sshd's StrictModes refuses such files.
+TEST_CASE("as root, a host profile others can write is refused", "[placement][profile][root]") {
+  if (geteuid() != 0) {
+    WARN("not root: nothing to refuse");
+    return;
+  }
+  std::string dir = scratch("placement", "writable_profile");
+  std::string profile = write_file(dir + "/open.yaml", "name: open\ncpus:\n  oversubscribe: true\n");
+  fs::permissions(profile, fs::perms(0666));
+  HostProfile p;
+  std::string err;
+  CHECK_FALSE(load_host_profile(profile, HostEnvironment::this_process(), p, &err));
+  CHECK(err == profile + ": error: refusing this host profile as root: '" + profile +
+                   "' is writable by others (mode 0666) (its EAL options can load code: the file and its directories "
+                   "must be root's and writable only by root)");
+  fs::permissions(profile, fs::perms(0644));
+  CHECK(load_host_profile(profile, HostEnvironment::this_process(), p, &err));
+  REQUIRE(chown(profile.c_str(), 65534, 65534) == 0);  // nobody's
+  CHECK_FALSE(load_host_profile(profile, HostEnvironment::this_process(), p, &err));
+  CHECK(err.find("belongs to uid 65534, not root") != std::string::npos);
+  REQUIRE(chown(profile.c_str(), 0, 0) == 0);
+  fs::permissions(dir, fs::perms(0777));  // a directory anyone can write: the file could be swapped
+  CHECK_FALSE(load_host_profile(profile, HostEnvironment::this_process(), p, &err));
+  CHECK(err.find("'" + dir + "' is writable by others (mode 0777)") != std::string::npos);
+  fs::permissions(dir, fs::perms(01777));  // sticky, as /tmp: others cannot replace root's files
+  CHECK(load_host_profile(profile, HostEnvironment::this_process(), p, &err));
+  fs::permissions(dir, fs::perms(0755));
+  Run r = run_sluice("plan configs/flowprobe.pipe --host " + profile);
+  CHECK(r.status == 0);
+  fs::permissions(profile, fs::perms(0664));
+  r = run_sluice("plan configs/flowprobe.pipe --host " + profile);
+  CHECK(r.status == 1);
+  CHECK(r.out.find(profile + ": error: refusing this host profile as root: '" + profile +
+                   "' is writable by its group (mode 0664)") != std::string::npos);
+}
+
+// libyaml's scanner spends time in proportion to the nesting depth on every
+// token: a profile of 400K '[' kept `sluice plan` (and a reload) busy for hours.
+TEST_CASE("host profile: deep nesting is refused before libyaml reads it all", "[placement][profile]") {
+  std::string deep = "cpus:\n  use: " + std::string(400000, '[') + std::string(400000, ']') + "\n";
+  CHECK(profile_error(deep) == "bad.yaml:2:22: error: lists and mappings nested more than 16 deep (a profile needs 3)");
+  CHECK(profile_error("a: " + std::string(20, '{')) == "bad.yaml:1:19: error: lists and mappings nested more than 16 deep (a profile needs 3)");
+  // a syntax error before the depth is reached is libyaml's to report
+  CHECK(profile_error("cpus: [1, 2\n").rfind("bad.yaml:2:1: error: ", 0) == 0);
 }

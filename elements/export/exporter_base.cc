@@ -4,9 +4,33 @@
 
 #include <stdexcept>
 
+#include "elements/units.hh"
 #include "engine/runtime/clock.hh"
 
 namespace sluice::elements {
+
+using namespace sluice::units;
+
+ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vector<ArgSpec> protocol_args) {
+  spec.args.push_back(ArgSpec::host_port("collector").needed().pos().describe(std::move(collector_doc)));
+  for (ArgSpec &a : protocol_args) spec.args.push_back(std::move(a));
+  return std::move(spec)
+      .arg(ArgSpec::duration("template_refresh")
+               .def("10min")
+               .range(1 * kS, 1 * kDay)
+               .describe("How often templates are resent over UDP. Not used over TCP."))
+      .arg(ArgSpec::bytes("mtu")
+               .def("1500")
+               .range(576, 9000)
+               .describe("Largest packet an export message may fill, IP and transport headers included; "
+                         "records are packed into messages up to this size."))
+      .handler("collector", "The collector: transport, address and port.")
+      .handler("messages", "Messages sent.")
+      .handler("sent_bytes", "Bytes of messages sent.")
+      .handler("errors", "Send errors.")
+      .handler("connections", "Connections made (TCP; 1 for UDP).")
+      .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
+}
 
 namespace {
 uint32_t export_time() { return uint32_t(time(nullptr)); }
@@ -24,7 +48,7 @@ void ExporterBase::prepare() {
     link_ = std::make_unique<CollectorLink>(c.text, uint16_t(c.integer),
                                             tcp_ ? CollectorLink::Transport::Tcp : CollectorLink::Transport::Udp);
     bool v6 = c.text.find(':') != std::string::npos;
-    make_encoder(size_t(arg("mtu").integer) - (v6 ? 40 : 20) - (tcp_ ? 32 : 8));
+    encoder_ = make_encoder(size_t(arg("mtu").integer) - (v6 ? 40 : 20) - (tcp_ ? 32 : 8));
   } catch (const std::exception &e) {
     throw std::runtime_error("'" + name() + "': " + e.what());
   }
@@ -34,12 +58,12 @@ void ExporterBase::tick() {
   uint64_t now = mono_ns();
   link_->poll(now);
   if (link_->take_new_connection()) {
-    reset_templates();  // a new TCP connection (or the first UDP use) gets the templates first
+    encoder_->reset_templates();  // a new TCP connection (or the first UDP use) gets the templates first
     next_refresh_ = now + refresh_ns_;
   } else if (!tcp_ && now >= next_refresh_) {
-    std::vector<std::vector<uint8_t>> msgs;
-    templates(export_time(), msgs);
-    for (auto &m : msgs) link_->send(std::move(m), 0);
+    flow_export::Messages msgs;
+    encoder_->templates(export_time(), msgs);
+    send_all(msgs, std::vector<uint32_t>(msgs.size(), 0));
     next_refresh_ = now + refresh_ns_;
   }
   settle();
@@ -51,6 +75,11 @@ void ExporterBase::settle() {
   if (uint64_t l = link_->take_lost_records()) counters.drops[lost_].add(l);
 }
 
+void ExporterBase::send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records) {
+  for (size_t i = 0; i < msgs.size(); ++i)
+    if (!link_->send(std::move(msgs[i]), records[i])) counters.drops[unreachable_].add(records[i]);
+}
+
 void ExporterBase::push_flows(int, FlowBatch &batch) {
   tick();
   if (!link_->accepting()) {  // TCP collector away: the records are lost, counted, nothing waits
@@ -58,13 +87,10 @@ void ExporterBase::push_flows(int, FlowBatch &batch) {
     batch.count = 0;
     return;
   }
-  std::vector<std::vector<uint8_t>> msgs;
-  encode(batch.recs, batch.count, export_time(), msgs);
-  std::vector<uint64_t> records(msgs.size());
-  for (size_t i = 0; i < msgs.size(); ++i) records[i] = records_in(msgs, i);
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    if (!link_->send(std::move(msgs[i]), records[i])) counters.drops[unreachable_].add(records[i]);
-  }
+  flow_export::Messages msgs;
+  std::vector<uint32_t> records;
+  encoder_->encode(batch.recs, batch.count, export_time(), false, msgs, &records);
+  send_all(msgs, records);
   settle();
   batch.count = 0;
 }
@@ -94,7 +120,7 @@ void ExporterBase::report_metrics(MetricSink &out) const {
 void ExporterBase::report(std::vector<std::string> &lines) const {
   lines.push_back("collector " + link_->describe() + ": " + std::to_string(link_->messages()) + " messages, " +
                   std::to_string(link_->bytes()) + " bytes, " + std::to_string(link_->errors()) + " send errors, " +
-                  std::to_string(link_->connects()) + " connection(s); " + protocol_report());
+                  std::to_string(link_->connects()) + " connection(s); " + encoder_->report());
 }
 
 }  // namespace sluice::elements

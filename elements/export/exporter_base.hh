@@ -1,16 +1,25 @@
 // What IPFIXExporter and NetFlowV9Exporter share: records in, messages from
-// an encoder out on a CollectorLink, templates refreshed over UDP and resent
-// on each new TCP connection. Nothing blocks the thread: records the link
-// refuses, or loses with a dropped connection, are counted by reason.
+// the protocol's encoder out on a CollectorLink, templates refreshed over UDP
+// and resent on each new TCP connection; and the part of their specs that is
+// the same. Nothing blocks the thread: records the link refuses, or loses
+// with a dropped connection, are counted by reason.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "engine/element_spec.hh"
 #include "engine/export/collector_link.hh"
+#include "engine/export/flow_encoder.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
+
+// An exporter's spec: `collector` (described by collector_doc) first, then
+// the protocol's own arguments, then those every exporter has, its handlers
+// and its input.
+ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vector<ArgSpec> protocol_args);
 
 class ExporterBase : public RuntimeElement {
  public:
@@ -24,29 +33,21 @@ class ExporterBase : public RuntimeElement {
   std::optional<std::string> read_handler(const std::string &name) const override;
   void report_metrics(MetricSink &out) const override;
 
- protected:
-  // The protocol's part. max_message: octets a message may have (the mtu less
-  // IP and transport headers).
-  virtual void make_encoder(size_t max_message) = 0;
-  virtual void encode(const FlowRecord *recs, size_t n, uint32_t now_s, std::vector<std::vector<uint8_t>> &out) = 0;
-  virtual void templates(uint32_t now_s, std::vector<std::vector<uint8_t>> &out) = 0;
-  virtual void reset_templates() = 0;
-  // Flow records message i of the last encode() carries (0: templates only).
-  virtual uint64_t records_in(const std::vector<std::vector<uint8_t>> &msgs, size_t i) const = 0;
-  virtual std::string protocol_report() const = 0;
-
- public:
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override;
 
  protected:
-  bool tcp_;
-  std::unique_ptr<CollectorLink> link_;
+  // The protocol's encoder, for messages of at most max_message octets (the
+  // mtu less IP and transport headers).
+  virtual std::unique_ptr<FlowEncoder> make_encoder(size_t max_message) = 0;
 
  private:
+  void send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records);
   void settle();
 
- private:
+  bool tcp_;
+  std::unique_ptr<CollectorLink> link_;
+  std::unique_ptr<FlowEncoder> encoder_;
   uint64_t refresh_ns_ = 0, next_refresh_ = 0;
   int unreachable_ = -1, lost_ = -1;
 };

@@ -20,21 +20,20 @@ const ElementSpec &ipfix_exporter_spec() {
               "biflows, their reverse fields under private enterprise number 29305.\n\n"
               "Templates are sent before the data that uses them and, over UDP, again every "
               "`template_refresh`, so that a collector started later can decode. No message exceeds `mtu`. "
-              "Sequence numbers count the data records sent per observation domain.\n\n"
-              "Declare it `shared` (`exp :: shared IPFIXExporter(...)`) to have one exporter, one sequence "
-              "and one socket fed by all lanes; otherwise each lane exports on its own. The output decodes "
-              "in tshark, nfdump (nfcapd) and pmacct (nfacctd)."),
+              "Over UDP messages leave at the pace `rate` (see below). Sequence numbers count the data "
+              "records sent per observation domain.\n\n"
+              "Declare it `shared` (`exp :: shared IPFIXExporter(...)`) to have one exporter and one socket "
+              "fed by all lanes, with one observation domain (`domain`) unless `domain_per lane`; otherwise "
+              "each lane exports on its own, in observation domain `domain` + lane, so that the collector "
+              "keeps each lane's sequence numbers apart. The output decodes in tshark, nfdump (nfcapd) and "
+              "pmacct (nfacctd)."),
       "Where to send: `127.0.0.1:4739`, `[2001:db8::1]:4739` or `collector.example.net:4739`. 4739 is the "
       "IANA port for IPFIX.",
       {ArgSpec::symbol("transport", {"udp", "tcp"})
            .def("udp")
-           .describe("`udp`, with templates resent every `template_refresh`, or `tcp`, with templates sent once "
-                     "per connection."),
-       ArgSpec::count("domain")
-           .def("1")
-           .range(0, 4294967295.0)
-           .describe("Observation domain id, in every message header; collectors keep sequence numbers and "
-                     "templates per domain.")});
+           .describe("`udp`, with templates resent every `template_refresh` and messages paced at `rate`, or "
+                     "`tcp`, with templates sent once per connection.")},
+      "domain", "observation domain");
   return spec;
 }
 
@@ -44,12 +43,12 @@ namespace {
 
 class IPFIXExporterRuntime final : public ExporterBase {
  public:
-  IPFIXExporterRuntime(const Node &n, RunContext &c) : ExporterBase(n, c, n.arg("transport")->value.text == "tcp") {}
+  IPFIXExporterRuntime(const Node &n, RunContext &c)
+      : ExporterBase(n, c, n.arg("transport")->value.text == "tcp", "domain") {}
 
  protected:
-  std::unique_ptr<FlowEncoder> make_encoder(size_t max_message) override {
-    return std::make_unique<ipfix::IpfixEncoder>(
-        ipfix::IpfixEncoderConfig{uint32_t(arg("domain").integer), max_message});
+  std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
+    return std::make_unique<ipfix::IpfixEncoder>(ipfix::IpfixEncoderConfig{domain, max_message});
   }
 };
 

@@ -17,13 +17,12 @@ const ElementSpec &netflow_v9_exporter_spec() {
               "that do not take IPFIX. The records carry the same fields as IPFIXExporter's. NetFlow v9 has "
               "no biflows: a biflow is sent as two records, one per direction.\n\n"
               "Templates are sent before the data that uses them and again every `template_refresh`. No "
-              "packet exceeds `mtu`. Declare it `shared` to have one exporter fed by all lanes."),
+              "packet exceeds `mtu`; packets leave at the pace `rate`. The source id is NetFlow v9's "
+              "observation domain: declare it `shared` to have one exporter fed by all lanes, with one "
+              "source id (`source_id`) unless `source_id_per lane`; otherwise each lane exports on its own, "
+              "with source id `source_id` + lane."),
       "Where to send: `127.0.0.1:2055`, `[2001:db8::1]:2055` or `collector.example.net:2055`.",
-      {ArgSpec::count("source_id")
-           .def("1")
-           .range(0, 4294967295.0)
-           .describe("Source ID, in every packet header: NetFlow v9's observation domain. Collectors keep "
-                     "sequence numbers and templates per source ID.")});
+      {}, "source_id", "source id");
   return spec;
 }
 
@@ -36,12 +35,12 @@ namespace {
 // its last v9 record.
 class NetFlowV9ExporterRuntime final : public ExporterBase {
  public:
-  NetFlowV9ExporterRuntime(const Node &n, RunContext &c) : ExporterBase(n, c, false) {}
+  NetFlowV9ExporterRuntime(const Node &n, RunContext &c) : ExporterBase(n, c, false, "source_id") {}
 
  protected:
-  std::unique_ptr<FlowEncoder> make_encoder(size_t max_message) override {
+  std::unique_ptr<FlowEncoder> make_encoder(uint32_t source_id, size_t max_message) override {
     netflow_v9::NetFlowV9EncoderConfig cfg;
-    cfg.source_id = uint32_t(arg("source_id").integer);
+    cfg.source_id = source_id;
     cfg.max_message = max_message;
     return std::make_unique<netflow_v9::NetFlowV9Encoder>(cfg);
   }

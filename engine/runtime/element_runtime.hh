@@ -105,6 +105,12 @@ class RuntimeElement {
   // End of input: emit or write whatever the element still holds. Runs once,
   // on the segment's thread, after the last batch, in topological order.
   virtual void flush() {}
+  // After flush(): sends some of what the element still holds (queued
+  // messages); true once nothing is left. Never blocks long (a few ms at most).
+  virtual bool drain_pending(uint64_t now_ns) { return true; }
+  // Gives up what is still held: counted lost, with a reason (e.g. "not sent
+  // before the end" / "not sent before removal").
+  virtual void abandon_pending(const char *why) {}
   // Lines for the run summary beyond the packet counters.
   virtual void report(std::vector<std::string> &lines) const {}
 

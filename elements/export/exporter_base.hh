@@ -1,54 +1,84 @@
 // What IPFIXExporter and NetFlowV9Exporter share: records in, messages from
-// an encoder out on a CollectorLink, templates refreshed over UDP and resent
-// on each new TCP connection. Nothing blocks the thread: records the link
-// refuses, or loses with a dropped connection, are counted by reason.
+// the protocol's encoders out on a CollectorLink, templates refreshed over
+// UDP and resent on each new TCP connection; and the part of their specs
+// that is the same. Nothing blocks the thread: messages wait in the link's
+// bounded queue (UDP: sent at the paced `rate`); records the link refuses,
+// loses with a dropped connection, or still holds when the element is given
+// up are counted by reason.
+//
+// Observation domains (IPFIX) and source ids (NetFlow v9): one encoder, with
+// its own sequence numbers and templates, per domain. With domains per lane,
+// lane l's records go in messages of domain base + l only; otherwise the
+// instance has the one domain `base`.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "engine/element_spec.hh"
 #include "engine/export/collector_link.hh"
+#include "engine/export/flow_encoder.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
 
+// An exporter's spec: `collector` (described by collector_doc) first, then
+// the protocol's own arguments, its domain arguments (`domain_arg`, the base
+// id, and `domain_arg`_per: lane, exporter or auto; `domain_what` names them
+// in the docs), then those every exporter has, its handlers and its input.
+ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vector<ArgSpec> protocol_args,
+                          const std::string &domain_arg, const std::string &domain_what);
+
 class ExporterBase : public RuntimeElement {
  public:
-  ExporterBase(const Node &n, RunContext &c, bool tcp);
+  // domain_arg: the name of the protocol's domain argument ("domain", "source_id").
+  ExporterBase(const Node &n, RunContext &c, bool tcp, std::string domain_arg);
 
   bool wants_tick() const override { return true; }
-  void prepare() override;  // resolves the collector, then make_encoder()
+  void prepare() override;  // resolves the collector, makes the encoders
   void tick() override;
+  // End of input or removal: sends what the pace and the socket allow now,
+  // never waits. drain_pending() sends the rest, a little at each call, and
+  // is true once the queue is empty, or once it gives up: 2 s after flush()
+  // over TCP, twice the time the queue needs at the pace plus 1 s over UDP,
+  // or at a second Ctrl-C. abandon_pending() counts what is left as lost with its
+  // reason. Both may run on a thread other than the segment's once the
+  // segment no longer runs the element.
   void flush() override;
+  bool drain_pending(uint64_t now_ns) override;
+  void abandon_pending(const char *why) override;
   void report(std::vector<std::string> &lines) const override;
   std::optional<std::string> read_handler(const std::string &name) const override;
   void report_metrics(MetricSink &out) const override;
 
- protected:
-  // The protocol's part. max_message: octets a message may have (the mtu less
-  // IP and transport headers).
-  virtual void make_encoder(size_t max_message) = 0;
-  virtual void encode(const FlowRecord *recs, size_t n, uint32_t now_s, std::vector<std::vector<uint8_t>> &out) = 0;
-  virtual void templates(uint32_t now_s, std::vector<std::vector<uint8_t>> &out) = 0;
-  virtual void reset_templates() = 0;
-  // Flow records message i of the last encode() carries (0: templates only).
-  virtual uint64_t records_in(const std::vector<std::vector<uint8_t>> &msgs, size_t i) const = 0;
-  virtual std::string protocol_report() const = 0;
-
- public:
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override;
 
  protected:
-  bool tcp_;
-  std::unique_ptr<CollectorLink> link_;
+  // The protocol's encoder for one domain, for messages of at most
+  // max_message octets (the mtu less IP and transport headers).
+  virtual std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) = 0;
 
  private:
+  void make_encoders(size_t max_message);
+  void encode(FlowEncoder &encoder, const FlowRecord *recs, size_t n, uint32_t now_s);
+  void send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records);
   void settle();
+  void wait_for_room(size_t bytes);
 
- private:
+  bool tcp_;
+  std::string domain_arg_;
+  std::unique_ptr<CollectorLink> link_;
+  // One per domain: by lane when domains are per lane and the exporter is
+  // shared, else the instance's one.
+  std::vector<std::unique_ptr<FlowEncoder>> encoders_;
+  std::vector<std::vector<FlowRecord>> by_lane_;  // a mixed batch split per lane
+  uint64_t rate_bps_ = 0;
   uint64_t refresh_ns_ = 0, next_refresh_ = 0;
-  int unreachable_ = -1, lost_ = -1;
+  uint64_t drain_deadline_ns_ = 0;  // set by flush()
+  bool offline_ = false;            // fed only by offline lanes (trace files, unpaced TrafficGen)
+  int unreachable_ = -1, lost_ = -1, queue_full_ = -1;
 };
 
 }  // namespace sluice::elements

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -18,12 +19,13 @@ namespace sluice {
 namespace {
 constexpr uint64_t kMinBackoffNs = 100'000'000ull;    // 100 ms
 constexpr uint64_t kMaxBackoffNs = 5'000'000'000ull;  // 5 s
-constexpr size_t kMaxQueuedBytes = 8u << 20;          // TCP send queue beyond the kernel's
-
+// The pace's bucket: this long at the rate. A burst the collector must
+// absorb while it is not scheduled; small against its socket buffer.
+constexpr double kBurstS = 0.005;
 }  // namespace
 
-CollectorLink::CollectorLink(const std::string &host, uint16_t port, Transport transport)
-    : host_(host), port_(port), transport_(transport) {
+CollectorLink::CollectorLink(const std::string &host, uint16_t port, Transport transport, const Options &options)
+    : host_(host), port_(port), transport_(transport), options_(options) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = transport == Transport::Udp ? SOCK_DGRAM : SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
@@ -32,10 +34,15 @@ CollectorLink::CollectorLink(const std::string &host, uint16_t port, Transport t
   std::memcpy(&addr_, res->ai_addr, res->ai_addrlen);
   addr_len_ = res->ai_addrlen;
   freeaddrinfo(res);
+  ip_overhead_ = (addr_.ss_family == AF_INET6 ? 40 : 20) + 8;
+  bucket_bytes_ = double(options_.rate_bps) / 8 * kBurstS;
+  tokens_ = bucket_bytes_;
   if (transport_ == Transport::Udp) open_socket();
 }
 
-CollectorLink::~CollectorLink() { close_socket(true); }
+CollectorLink::~CollectorLink() {
+  if (fd_ >= 0) close(fd_);
+}
 
 std::string CollectorLink::describe() const {
   return (transport_ == Transport::Udp ? "udp " : "tcp ") + (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) +
@@ -49,8 +56,6 @@ void CollectorLink::open_socket() {
     return;
   }
   if (transport_ == Transport::Udp) {
-    int buf = 4 << 20;  // a burst of records at the end of a trace
-    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     connect(fd_, reinterpret_cast<sockaddr *>(&addr_), addr_len_);  // fixes the peer; UDP connect does not block
     connected_ = true;
     fresh_ = true;
@@ -68,24 +73,26 @@ void CollectorLink::open_socket() {
   } else if (errno == EINPROGRESS) {
     fresh_ = true;  // messages queue from now on: templates first
   } else {
-    close_socket(false);
+    close_socket();
   }
 }
 
-void CollectorLink::close_socket(bool lose_queue) {
+// TCP only: a message half written cannot be resumed on a new connection,
+// so what is queued is lost.
+void CollectorLink::close_socket() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   connected_ = false;
-  if (lose_queue || transport_ == Transport::Tcp) {
-    // A TCP message half written cannot be resumed on a new connection.
-    for (const Queued &q : queue_) lost_records_ += q.records;
-    queue_.clear();
-    queued_bytes_ = front_sent_ = 0;
-  }
-  if (transport_ == Transport::Tcp) {
-    backoff_ns_ = backoff_ns_ ? std::min(backoff_ns_ * 2, kMaxBackoffNs) : kMinBackoffNs;
-    next_attempt_ns_ = mono_ns() + backoff_ns_;
-  }
+  lose_queue(outcome_.dropped);
+  backoff_ns_ = backoff_ns_ ? std::min(backoff_ns_ * 2, kMaxBackoffNs) : kMinBackoffNs;
+  next_attempt_ns_ = mono_ns() + backoff_ns_;
+}
+
+void CollectorLink::lose_queue(uint64_t &into) {
+  into += queued_records_;
+  queue_.clear();
+  queued_bytes_ = front_sent_ = 0;
+  queued_records_ = 0;
 }
 
 bool CollectorLink::take_new_connection() {
@@ -94,22 +101,31 @@ bool CollectorLink::take_new_connection() {
   return f;
 }
 
-uint64_t CollectorLink::take_sent_records() {
-  uint64_t n = sent_records_;
-  sent_records_ = 0;
+CollectorLink::Outcome CollectorLink::take_outcome() {
+  Outcome o = outcome_;
+  outcome_ = {};
+  return o;
+}
+
+uint64_t CollectorLink::paced_drain_ns() const {
+  if (transport_ != Transport::Udp || !options_.rate_bps) return 0;
+  double octets = double(queued_bytes_ + queue_.size() * ip_overhead_);
+  return uint64_t(octets * 8 / double(options_.rate_bps) * 1e9);
+}
+
+uint64_t CollectorLink::abandon() {
+  uint64_t n = 0;
+  lose_queue(n);
   return n;
 }
 
-uint64_t CollectorLink::take_lost_records() {
-  uint64_t l = lost_records_;
-  lost_records_ = 0;
-  return l;
-}
-
 void CollectorLink::poll(uint64_t now_ns) {
-  if (transport_ == Transport::Udp) return;
+  if (transport_ == Transport::Udp) {
+    write_udp(now_ns);
+    return;
+  }
   if (fd_ < 0) {
-    if (mono_ns() >= next_attempt_ns_) open_socket();
+    if (now_ns >= next_attempt_ns_) open_socket();
     return;
   }
   if (!connected_) {
@@ -120,71 +136,80 @@ void CollectorLink::poll(uint64_t now_ns) {
     getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
       ++errors_;
-      close_socket(false);
+      close_socket();
       return;
     }
     connected_ = true;
     ++connects_;
     backoff_ns_ = 0;
   }
-  write_queue();
+  write_tcp();
 }
 
-void CollectorLink::write_queue() {
+void CollectorLink::pop_front_sent() {
+  Queued &q = queue_.front();
+  queued_bytes_ -= q.data.size();
+  queued_records_ -= q.records;
+  front_sent_ = 0;
+  ++messages_;
+  outcome_.sent += q.records;
+  queue_.pop_front();
+}
+
+void CollectorLink::write_tcp() {
   while (!queue_.empty() && connected()) {
     Queued &q = queue_.front();
     ssize_t n = ::send(fd_, q.data.data() + front_sent_, q.data.size() - front_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       ++errors_;
-      close_socket(false);
+      close_socket();
       return;
     }
     front_sent_ += size_t(n);
     bytes_ += uint64_t(n);
-    if (front_sent_ == q.data.size()) {
+    if (front_sent_ == q.data.size()) pop_front_sent();
+  }
+}
+
+// While there are tokens: a datagram may take the bucket below zero (any
+// message goes, however small the rate), the debt paid by the next refills.
+void CollectorLink::write_udp(uint64_t now_ns) {
+  if (options_.rate_bps) {
+    if (tokens_at_ns_) tokens_ += double(now_ns - tokens_at_ns_) * 1e-9 * double(options_.rate_bps) / 8;
+    tokens_ = std::min(tokens_, bucket_bytes_);
+    tokens_at_ns_ = now_ns;
+  }
+  while (!queue_.empty() && (!options_.rate_bps || tokens_ > 0)) {
+    Queued &q = queue_.front();
+    ssize_t n = ::send(fd_, q.data.data(), q.data.size(), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) return;  // our socket is full: later
+    if (n != ssize_t(q.data.size())) {
+      ++errors_;  // refused: no collector listening (ICMP port unreachable)
+      outcome_.refused += q.records;
       queued_bytes_ -= q.data.size();
-      front_sent_ = 0;
-      ++messages_;
-      sent_records_ += q.records;
+      queued_records_ -= q.records;
       queue_.pop_front();
+      continue;
     }
+    bytes_ += q.data.size();
+    tokens_ -= double(q.data.size() + ip_overhead_);
+    pop_front_sent();
   }
 }
 
-bool CollectorLink::send(std::vector<uint8_t> msg, uint64_t records) {
-  if (transport_ == Transport::Udp) {
-    if (fd_ < 0) return false;
-    ssize_t n = ::send(fd_, msg.data(), msg.size(), MSG_DONTWAIT);
-    if (n != ssize_t(msg.size())) {
-      ++errors_;  // refused (no collector listening), buffer full
-      return false;
-    }
-    ++messages_;
-    bytes_ += msg.size();
-    sent_records_ += records;
-    return true;
-  }
-  // Queued while the connection is being made, sent once it is up.
-  if (!accepting() || queued_bytes_ + msg.size() > kMaxQueuedBytes) return false;
+CollectorLink::Refused CollectorLink::send(std::vector<uint8_t> msg, uint64_t records) {
+  if (!accepting()) return Refused::NotConnected;
+  if (queued_bytes_ + msg.size() > options_.max_queued_bytes) return Refused::QueueFull;
   queued_bytes_ += msg.size();
+  queued_records_ += records;
+  queue_peak_ = std::max(queue_peak_, queued_bytes_);
   queue_.push_back({std::move(msg), records});
-  write_queue();
-  return true;
-}
-
-void CollectorLink::drain(uint64_t timeout_ns) {
-  if (transport_ == Transport::Udp) return;
-  uint64_t end = mono_ns() + timeout_ns;
-  while ((!queue_.empty() || (fd_ >= 0 && !connected_)) && mono_ns() < end) {
-    poll(mono_ns());
-    if (fd_ < 0) break;  // the connection is gone: what was queued is lost
-    pollfd p{fd_, POLLOUT, 10};
-    ::poll(&p, 1, 10);
-  }
-  for (const Queued &q : queue_) lost_records_ += q.records;
-  queue_.clear();
-  queued_bytes_ = front_sent_ = 0;
+  if (transport_ == Transport::Udp)
+    write_udp(mono_ns());
+  else
+    write_tcp();
+  return Refused::No;
 }
 
 }  // namespace sluice

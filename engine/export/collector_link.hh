@@ -1,9 +1,12 @@
 // The connection from an exporter to its collector, over UDP or TCP. It never
-// blocks the thread that exports: UDP datagrams that cannot be sent and TCP
-// messages that do not fit a bounded send queue are refused (the caller
-// counts their records as lost); a TCP connection that fails or drops is
-// retried with exponential back-off, and the caller learns of each new
-// connection (templates must go again).
+// blocks the thread that exports: messages wait in a bounded queue and go out
+// as poll() finds room: over TCP when the socket takes them, over UDP at a
+// pace (a token bucket of `rate_bps`), so that a burst of records (the end of
+// a run, a full table expiring) does not overflow the collector's socket
+// buffer. A message that does not fit the queue is refused (the caller counts
+// its records as lost); a TCP connection that fails or drops is retried with
+// exponential back-off, and the caller learns of each new connection
+// (templates must go again).
 #pragma once
 #include <sys/socket.h>
 
@@ -18,18 +21,24 @@ class CollectorLink {
  public:
   enum class Transport { Udp, Tcp };
 
+  struct Options {
+    uint64_t rate_bps = 0;              // UDP pace: bits per second of IP packets; 0: unpaced
+    size_t max_queued_bytes = 8u << 20;  // messages waiting to be sent, octets
+  };
+
   // Resolves host (numeric or a name) now; throws std::runtime_error with a
   // message for the user when it cannot.
-  CollectorLink(const std::string &host, uint16_t port, Transport transport);
+  CollectorLink(const std::string &host, uint16_t port, Transport transport, const Options &options);
   ~CollectorLink();
   CollectorLink(const CollectorLink &) = delete;
   CollectorLink &operator=(const CollectorLink &) = delete;
 
-  // Sends (UDP) or queues (TCP) one message carrying `records` records.
-  // False when it was refused: not connected, queue full, send error.
-  bool send(std::vector<uint8_t> msg, uint64_t records);
-  // Drives the connection: connects or reconnects when due, writes queued
-  // TCP data. Call it often (each loop pass of the exporter's segment).
+  enum class Refused { No, NotConnected, QueueFull };
+  // Queues one message carrying `records` flow records and sends what it can.
+  Refused send(std::vector<uint8_t> msg, uint64_t records);
+  // Drives the connection: connects or reconnects when due, sends queued
+  // messages as far as the socket and the pace allow. Never waits. Call it
+  // often (each loop pass of the exporter's segment).
   void poll(uint64_t now_ns);
   // True once for each new socket: a TCP connection started (its messages
   // queue until it is up), or the UDP socket at the start.
@@ -37,41 +46,66 @@ class CollectorLink {
   bool connected() const { return fd_ >= 0 && connected_; }
   // Takes messages: connected, or (TCP) a connection under way.
   bool accepting() const { return fd_ >= 0; }
-  // Records in messages accepted by send() but lost later (a TCP connection
-  // that dropped with data queued).
-  uint64_t take_lost_records();
-  // Records in messages written to the socket since the last call.
-  uint64_t take_sent_records();
-  // TCP: waits up to timeout for queued data to go out (end of run).
-  void drain(uint64_t timeout_ns);
+  // Nothing waits to be sent.
+  bool idle() const { return queue_.empty(); }
+  // A message of `bytes` octets would fit the queue now.
+  bool has_room(size_t bytes) const { return queued_bytes_ + bytes <= options_.max_queued_bytes; }
+  // Octets and flow records of the messages waiting to be sent.
+  size_t queued_bytes() const { return queued_bytes_; }
+  uint64_t queued_records() const { return queued_records_; }
+  // How long the queue needs to go out at the pace (0 when unpaced).
+  uint64_t paced_drain_ns() const;
+  // Empties the queue; returns the flow records it held.
+  uint64_t abandon();
+
+  // What became of the records of accepted messages since the last call:
+  // written to the socket, lost when the UDP socket refused a message (no
+  // collector listening), lost when a TCP connection dropped with messages
+  // queued.
+  struct Outcome {
+    uint64_t sent = 0, refused = 0, dropped = 0;
+  };
+  Outcome take_outcome();
 
   std::string describe() const;
   uint64_t messages() const { return messages_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t errors() const { return errors_; }
   uint64_t connects() const { return connects_; }
+  // The most octets that waited in the queue at once.
+  size_t queue_peak() const { return queue_peak_; }
 
  private:
   void open_socket();
-  void close_socket(bool lose_queue);
-  void write_queue();
+  void close_socket();
+  void write_tcp();
+  void write_udp(uint64_t now_ns);
+  void pop_front_sent();
+  void lose_queue(uint64_t &into);
 
   std::string host_;
   uint16_t port_;
   Transport transport_;
+  Options options_;
+  size_t ip_overhead_ = 0;  // IP and UDP header octets per datagram, for the pace
   sockaddr_storage addr_{};
   socklen_t addr_len_ = 0;
   int fd_ = -1;
   bool connected_ = false;
   bool fresh_ = false;
   uint64_t next_attempt_ns_ = 0, backoff_ns_ = 0;
+  // The pace: tokens are octets, refilled at rate_bps / 8 per second up to
+  // bucket_bytes_ (a few ms' worth: the largest burst a collector sees).
+  double tokens_ = 0, bucket_bytes_ = 0;
+  uint64_t tokens_at_ns_ = 0;
   struct Queued {
     std::vector<uint8_t> data;
     uint64_t records;
   };
   std::deque<Queued> queue_;
-  size_t queued_bytes_ = 0, front_sent_ = 0;
-  uint64_t lost_records_ = 0, sent_records_ = 0;
+  size_t queued_bytes_ = 0, front_sent_ = 0, queue_peak_ = 0;
+  uint64_t queued_records_ = 0;
+  Outcome outcome_;
   uint64_t messages_ = 0, bytes_ = 0, errors_ = 0, connects_ = 0;
 };
 

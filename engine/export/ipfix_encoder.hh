@@ -10,18 +10,16 @@
 //   256 IPv4 uniflow (53 octets per record)    257 IPv6 uniflow (77)
 //   258 IPv4 biflow  (74)                      259 IPv6 biflow  (98)
 //
-//   sourceIPv4Address 8 (4) | sourceIPv6Address 27 (16)
-//   destinationIPv4Address 12 (4) | destinationIPv6Address 28 (16)
-//   sourceTransportPort 7 (2), destinationTransportPort 11 (2)
-//   protocolIdentifier 4 (1), vlanId 58 (2)
-//   packetDeltaCount 2 (8), octetDeltaCount 1 (8)      octets at IP level
-//   flowStartMilliseconds 152 (8), flowEndMilliseconds 153 (8)
-//   tcpControlBits 6 (1)                               reduced-size (unsigned16 since RFC 7125)
-//   minimumIpTotalLength 25 (2), maximumIpTotalLength 26 (2)   reduced-size
-//   flowEndReason 136 (1)
-//   biflow templates add:
-//   R packetDeltaCount 2 (8), R octetDeltaCount 1 (8),
-//   R tcpControlBits 6 (1), R minimumIpTotalLength 25 (2), R maximumIpTotalLength 26 (2)
+//   the fields of flow_fields.hh (kFields): sourceIPv4Address 8 (4) or
+//   sourceIPv6Address 27 (16), destinationIPv4Address 12 (4) or
+//   destinationIPv6Address 28 (16), sourceTransportPort 7 (2),
+//   destinationTransportPort 11 (2), protocolIdentifier 4 (1), vlanId 58 (2),
+//   packetDeltaCount 2 (8), octetDeltaCount 1 (8) (octets at IP level),
+//   flowStartMilliseconds 152 (8), flowEndMilliseconds 153 (8),
+//   tcpControlBits 6 (1), minimumIpTotalLength 25 (2),
+//   maximumIpTotalLength 26 (2) (reduced-size), flowEndReason 136 (1);
+//   biflow templates add R packetDeltaCount, R octetDeltaCount,
+//   R tcpControlBits, R minimumIpTotalLength, R maximumIpTotalLength.
 //
 // The non-reverse counters describe the forward direction (`FlowRecord::fwd`,
 // the direction of the first packet), the reverse ones `FlowRecord::rev`
@@ -41,8 +39,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "engine/export/flow_encoder.hh"
+#include "engine/export/flow_fields.hh"
+#include "engine/export/message_builder.hh"
 #include "engine/flow/flow_record.hh"
 
 namespace sluice::ipfix {
@@ -50,8 +52,8 @@ namespace sluice::ipfix {
 inline constexpr uint16_t kVersion = 10;
 inline constexpr uint16_t kTemplateSetId = 2;
 inline constexpr size_t kMessageHeaderLen = 16;
-inline constexpr size_t kSetHeaderLen = 4;
-inline constexpr uint32_t kReversePen = 29305;  // RFC 5103: reverse information elements
+inline constexpr size_t kSetHeaderLen = flow_export::kSetHeaderLen;
+inline constexpr uint32_t kReversePen = flow_export::kReversePen;
 
 inline constexpr uint16_t kTemplateV4 = 256;
 inline constexpr uint16_t kTemplateV6 = 257;
@@ -61,11 +63,7 @@ inline constexpr uint16_t kTemplateIds[4] = {kTemplateV4, kTemplateV6, kTemplate
 
 // One field specifier: element id (without the enterprise bit), length, and
 // the private enterprise number (0 for IANA elements).
-struct FieldSpec {
-  uint16_t id;
-  uint16_t length;
-  uint32_t pen;
-};
+using FieldSpec = flow_export::FieldSpec;
 
 // The fields of template `template_id` (one of kTemplateIds), in record order.
 std::span<const FieldSpec> template_fields(uint16_t template_id);
@@ -84,43 +82,36 @@ struct IpfixEncoderConfig {
   size_t max_message = 1472;  // octets of an IPFIX message: MTU - IP - UDP/TCP headers, computed by the caller
 };
 
-class IpfixEncoder {
+class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
  public:
   // Throws std::invalid_argument when max_message is below min_message_size()
   // or above 65535 (the message length field).
   explicit IpfixEncoder(const IpfixEncoderConfig &cfg);
 
-  // Appends to `out` the messages carrying these records, each at most
-  // max_message octets. A template goes out (in the same message or an
-  // earlier one) before the first data record that uses it; with
-  // `send_templates` all four templates lead the first message (the UDP
-  // refresh), even when n == 0. Data records are grouped by template, not
-  // kept in input order.
+  // FlowEncoder's, for IPFIX: no message exceeds max_message; data records
+  // are grouped by template, not kept in input order; templates() makes one
+  // message of the four templates unless max_message is too small for all
+  // four; sequence() counts the data records sent in this domain, mod 2^32
+  // (RFC 7011 §3.1).
   void encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
-              std::vector<std::vector<uint8_t>> &out);
-
-  // Appends messages holding the four templates and nothing else (TCP
-  // connect, UDP refresh with nothing to send). One message unless
-  // max_message is too small for all four.
-  void templates(uint32_t export_time_s, std::vector<std::vector<uint8_t>> &out);
-
-  // RFC 7011 §3.1: data records sent so far in this domain, mod 2^32: the
-  // sequence number the next message will carry.
-  uint32_t sequence() const { return sequence_; }
-
-  // Templates go out again before any data (a new TCP connection, a
-  // restarted collector). The sequence number carries on.
-  void reset_templates() { announced_ = 0; }
-
-  uint32_t domain() const { return cfg_.domain; }
+              flow_export::Messages &out, std::vector<uint32_t> *flow_records = nullptr) override;
+  void templates(uint32_t export_time_s, flow_export::Messages &out) override;
+  uint32_t sequence() const override { return sequence_; }
+  void reset_templates() override { announced_ = 0; }
+  uint32_t domain() const override { return cfg_.domain; }
   size_t max_message() const { return cfg_.max_message; }
+  std::string report() const override;
 
  private:
-  class Builder;
-  void add_templates(Builder &b);
+  void begin(uint8_t *header) override;
+  void end(uint8_t *header, size_t length, uint32_t data_records, uint32_t records) override;
+  flow_export::MessageBuilder builder(flow_export::Messages &out, std::vector<uint32_t> *flow_records);
+  void add_template(flow_export::MessageBuilder &b, int t);
+
   IpfixEncoderConfig cfg_;
   uint32_t sequence_ = 0;
-  unsigned announced_ = 0;  // bit i: kTemplateIds[i] has been sent
+  uint32_t export_time_s_ = 0;  // of the messages being built
+  unsigned announced_ = 0;      // bit i: kTemplateIds[i] has been sent
   std::vector<uint32_t> order_;
 };
 

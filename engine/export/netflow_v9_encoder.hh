@@ -3,7 +3,8 @@
 // feeds it batches of records and sends the packets it returns; it decides
 // when templates are refreshed (`send_templates`).
 //
-// Templates (FlowSet id 0), field type (length in octets):
+// Templates (FlowSet id 0): the fields of flow_fields.hh (kFields), as IPFIX
+// sends them but for the times; field type (length in octets):
 //
 //   256 IPv4 (45 octets per record)            257 IPv6 (69)
 //   IPV4_SRC_ADDR 8 (4) | IPV6_SRC_ADDR 27 (16)
@@ -48,8 +49,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "engine/export/flow_encoder.hh"
+#include "engine/export/flow_fields.hh"
+#include "engine/export/message_builder.hh"
 #include "engine/flow/flow_record.hh"
 
 namespace sluice::netflow_v9 {
@@ -57,17 +62,15 @@ namespace sluice::netflow_v9 {
 inline constexpr uint16_t kVersion = 9;
 inline constexpr uint16_t kTemplateFlowSetId = 0;
 inline constexpr size_t kHeaderLen = 20;
-inline constexpr size_t kFlowSetHeaderLen = 4;
+inline constexpr size_t kFlowSetHeaderLen = flow_export::kSetHeaderLen;
 inline constexpr uint16_t kTemplateV4 = 256;
 inline constexpr uint16_t kTemplateV6 = 257;
 inline constexpr uint16_t kTemplateIds[2] = {kTemplateV4, kTemplateV6};
 inline constexpr uint64_t kBootLeadMs = 3600 * 1000;        // B is this long before the oldest time
 inline constexpr uint64_t kMaxUptimeMs = (1ull << 31) - 1;  // largest sysUptime / SWITCHED value sent
 
-struct FieldSpec {
-  uint16_t type;
-  uint16_t length;
-};
+// A field specifier: field type, length (pen is always 0).
+using FieldSpec = flow_export::FieldSpec;
 
 struct NetFlowV9EncoderConfig {
   uint32_t source_id = 1;     // in every packet header
@@ -75,28 +78,21 @@ struct NetFlowV9EncoderConfig {
   bool end_reason = true;     // flowEndReason (136) in the templates
 };
 
-class NetFlowV9Encoder {
+class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
  public:
   // Throws std::invalid_argument when max_message is below min_message_size()
   // or above 65535.
   explicit NetFlowV9Encoder(const NetFlowV9EncoderConfig &cfg);
 
-  // Appends to `out` the export packets carrying these records, each at most
-  // max_message octets and its data FlowSets padded to 4 octets. A template
-  // goes out (in the same packet or an earlier one) before the first data
-  // record that uses it; with `send_templates` both templates lead the first
-  // packet (the refresh), even when n == 0. Records are grouped by template.
+  // FlowEncoder's, for NetFlow v9: no packet exceeds max_message, data
+  // FlowSets are padded to 4 octets, records are grouped by template;
+  // templates() makes one packet of both templates; sequence() counts the
+  // export packets sent, mod 2^32 (RFC 3954 §5.1).
   void encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
-              std::vector<std::vector<uint8_t>> &out);
-
-  // Appends one packet holding both templates and nothing else.
-  void templates(uint32_t export_time_s, std::vector<std::vector<uint8_t>> &out);
-
-  // RFC 3954 §5.1: export packets sent so far (mod 2^32), the sequence
-  // number of the next packet.
-  uint32_t sequence() const { return sequence_; }
-  // Templates go out again before any data. The sequence number carries on.
-  void reset_templates() { announced_ = 0; }
+              flow_export::Messages &out, std::vector<uint32_t> *flow_records = nullptr) override;
+  void templates(uint32_t export_time_s, flow_export::Messages &out) override;
+  uint32_t sequence() const override { return sequence_; }
+  void reset_templates() override { announced_ = 0; }
 
   // The fields of template `template_id` (256 or 257), octets per record.
   std::span<const FieldSpec> template_fields(uint16_t template_id) const;
@@ -109,12 +105,16 @@ class NetFlowV9Encoder {
   uint64_t boot_ms() const { return boot_ms_; }
   // Times that had to be clamped to fit sysUptime (see above).
   uint64_t clamped() const { return clamped_; }
-  uint32_t source_id() const { return cfg_.source_id; }
+  uint32_t domain() const override { return cfg_.source_id; }
   size_t max_message() const { return cfg_.max_message; }
+  std::string report() const override;
 
  private:
-  class Builder;
-  void add_templates(Builder &b);
+  void begin(uint8_t *header) override;
+  void end(uint8_t *header, size_t length, uint32_t data_records, uint32_t records) override;
+  flow_export::MessageBuilder builder(uint32_t export_time_s, flow_export::Messages &out,
+                                      std::vector<uint32_t> *flow_records);
+  void add_templates(flow_export::MessageBuilder &b);
   void set_boot(uint64_t oldest_ms, uint64_t newest_ms);
   uint32_t uptime(uint64_t t_ms);
 
@@ -125,6 +125,8 @@ class NetFlowV9Encoder {
   bool booted_ = false;
   uint64_t boot_ms_ = 0;
   uint64_t clamped_ = 0;
+  uint64_t data_records_ = 0;  // v9 data records sent (a biflow makes two)
+  uint32_t export_time_s_ = 0, sys_uptime_ = 0;  // of the packets being built
   std::vector<uint32_t> order_;
 };
 

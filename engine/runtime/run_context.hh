@@ -68,7 +68,9 @@ struct RunContext {
 
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;
-  SourceElement *lane_source(int lane) const { return lane >= 0 ? lane_sources[lane] : nullptr; }
+  SourceElement *lane_source(int lane) const {
+    return lane >= 0 && size_t(lane) < lane_sources.size() ? lane_sources[size_t(lane)] : nullptr;
+  }
 
   // Memory for packets: one pool per source element, shared by its lanes,
   // sized for what the lanes can hold at once (rings, descriptors, bursts).

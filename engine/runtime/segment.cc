@@ -237,6 +237,18 @@ void SegmentRunner::run() {
   if (!retired_) {
     for (Channel *c : outputs_) c->wait_from_now();
     for (RuntimeElement *e : elements_) e->flush();
+    // What elements still hold (an exporter's paced queue) goes out now, a
+    // little at each call. Each element bounds its own time (and gives up at
+    // a second Ctrl-C); kMaxEndDrainNs only guards against one that would
+    // not. What is left is counted lost.
+    constexpr uint64_t kMaxEndDrainNs = 600'000'000'000ull;
+    for (uint64_t give_up = mono_ns() + kMaxEndDrainNs;;) {
+      bool done = true;
+      for (RuntimeElement *e : elements_) done = e->drain_pending(mono_ns()) && done;
+      if (done || mono_ns() >= give_up) break;
+      usleep(1000);
+    }
+    for (RuntimeElement *e : elements_) e->abandon_pending("not sent before the end");
     for (Channel *c : outputs_) c->close();
   }
   note_cpu();

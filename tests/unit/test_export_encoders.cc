@@ -1178,6 +1178,55 @@ TEST_CASE("netflow v9: tshark decodes IPv4 and IPv6 records, biflows as two, eve
   check_same_records(got[3], all_v9_expect(recs, false));
 }
 
+TEST_CASE("ipfix, netflow v9: each message says how many flow records it completes", "[ipfix]") {
+  // What an exporter counts as exported or lost per message: the records
+  // of each encode() call, each counted once, in the message that carries
+  // its last data record (a v9 biflow is two records, maybe in two packets).
+  auto recs = make_records(500, 9);
+  for (size_t max : {ipfix::min_message_size(), size_t(600), size_t(1472)}) {
+    INFO("max_message " << max);
+    ipfix::IpfixEncoder e({1, max});
+    Messages out;
+    std::vector<uint32_t> counts;
+    e.encode(recs.data(), 300, 1'700'000'000, true, out, &counts);
+    e.encode(recs.data() + 300, 200, 1'700'000'001, false, out, &counts);
+    REQUIRE(counts.size() == out.size());
+    IpfixReader rd;
+    for (const auto &m : out) rd.read(m);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      CHECK(counts[i] == rd.msgs[i].data_records);  // one data record per flow record
+      sum += counts[i];
+    }
+    CHECK(sum == 500);
+  }
+  for (size_t max : {size_t(200), size_t(1472)}) {
+    INFO("max_message " << max);
+    netflow_v9::NetFlowV9Encoder e({1, max});
+    Messages out;
+    std::vector<uint32_t> counts;
+    e.encode(recs.data(), recs.size(), 1'700'000'000, true, out, &counts);
+    REQUIRE(counts.size() == out.size());
+    V9Reader rd;
+    for (const auto &m : out) rd.read(m);
+    // The v9 records in packet order, the flow records in the encoder's order
+    // (IPv4 first): a record is complete in the packet of its last v9 record.
+    std::vector<const FlowRecord *> order;
+    for (bool v6 : {false, true})
+      for (const FlowRecord &r : recs)
+        if (bool(r.key.is_ipv6) == v6) order.push_back(&r);
+    std::vector<uint32_t> want(out.size(), 0);
+    size_t msg = 0, left = rd.msgs[0].data_records;
+    for (const FlowRecord *r : order)
+      for (int d = 0; d < (r->biflow && r->rev.packets ? 2 : 1); ++d) {
+        while (left == 0) left = rd.msgs[++msg].data_records;
+        --left;
+        if (d == (r->biflow && r->rev.packets ? 1 : 0)) ++want[msg];
+      }
+    CHECK(counts == want);
+  }
+}
+
 TEST_CASE("ipfix: the tshark check sees data sent without its template", "[ipfix]") {
   // The check above would pass vacuously if tshark's complaints went unseen.
   if (!have_tshark()) {

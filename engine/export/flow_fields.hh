@@ -1,0 +1,221 @@
+// The flow record fields Sluice exports: one table for IPFIX and NetFlow v9.
+// A row is one field: its IANA information element (IPFIX), its RFC 3954
+// field type (NetFlow v9: the same number and length except for the times),
+// and how its value is taken from a flow record. Both encoders build their
+// templates from this table and write records with it, so the two protocols
+// always carry the same fields.
+//
+// A record's fields, in order: the source and destination addresses of its
+// IP version, then every other field in table order; an IPFIX biflow adds
+// the reverse element (RFC 5103) of each per-direction field.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include "engine/flow/flow_record.hh"
+
+namespace sluice::flow_export {
+
+inline constexpr uint64_t ms(uint64_t ns) { return ns / 1'000'000; }
+
+// A flow record as one exported record describes it. IPFIX sends a flow
+// record as one record: the key as it is, the whole flow's times, the
+// forward counters (and the reverse ones in the reverse elements of a
+// biflow). NetFlow v9 has no biflows: one record per direction, the reverse
+// one with its endpoints swapped and its own times.
+struct View {
+  const FlowRecord *rec;
+  const FlowCounters *counters;        // what the per-direction fields describe
+  const uint8_t *src_addr, *dst_addr;  // 16 octets, IPv4 v4-mapped
+  uint16_t src_port, dst_port;
+  uint64_t start_ms, end_ms;           // end >= start
+
+  // The whole record: for a biflow, its first packet in either direction to
+  // its last (there are no reverse times: see ipfix_encoder.hh).
+  static View whole(const FlowRecord &r) {
+    uint64_t start = ms(r.first_ns()), end = ms(r.last_ns());
+    return {&r, &r.fwd, r.key.src_addr, r.key.dst_addr, r.key.src_port, r.key.dst_port, start, end > start ? end : start};
+  }
+  // One direction: forward as the key says, reverse with the endpoints
+  // swapped; ICMP and ICMPv6 keep their ports, which are 0 and
+  // type << 8 | code there, not endpoints.
+  static View direction(const FlowRecord &r, bool reverse) {
+    const FlowCounters &c = reverse ? r.rev : r.fwd;
+    bool icmp = r.key.proto == 1 || r.key.proto == 58;
+    bool swap_ports = reverse && !icmp;
+    uint64_t start = ms(c.first_ns), end = ms(c.last_ns);
+    return {&r,
+            &c,
+            reverse ? r.key.dst_addr : r.key.src_addr,
+            reverse ? r.key.src_addr : r.key.dst_addr,
+            swap_ports ? r.key.dst_port : r.key.src_port,
+            swap_ports ? r.key.src_port : r.key.dst_port,
+            start,
+            end > start ? end : start};
+  }
+  // The same record, its per-direction fields from `c` (IPFIX reverse elements).
+  View with_counters(const FlowCounters &c) const {
+    View v = *this;
+    v.counters = &c;
+    return v;
+  }
+};
+
+// How a field's value is written.
+enum class Kind : uint8_t {
+  Ipv4Address,  // the last 4 octets of address(view)
+  Ipv6Address,  // 16 octets
+  Number,       // value(view), unsigned, big-endian in the field's length
+  TimeMs,       // value(view), UNIX ms: IPFIX writes it as is, NetFlow v9 as a sysUptime
+};
+
+struct Field {
+  const char *name;  // IANA information element name
+  uint16_t ipfix_id, ipfix_length;
+  uint16_t v9_type, v9_length;
+  Kind kind;
+  bool per_direction;  // from one direction's counters: has a reverse element in IPFIX biflows
+  uint64_t (*value)(const View &) = nullptr;          // Number, TimeMs
+  const uint8_t *(*address)(const View &) = nullptr;  // Ipv4Address, Ipv6Address
+};
+
+// IANA element ids; the NetFlow v9 field type is the same number unless the
+// row says otherwise (FIRST_SWITCHED 22 and LAST_SWITCHED 21, sysUptime ms).
+// 136 is IANA's flowEndReason, which RFC 3954 does not define: see
+// netflow_v9_encoder.hh.
+inline constexpr Field kFields[] = {
+    {"sourceIPv4Address", 8, 4, 8, 4, Kind::Ipv4Address, false, nullptr, [](const View &v) { return v.src_addr; }},
+    {"destinationIPv4Address", 12, 4, 12, 4, Kind::Ipv4Address, false, nullptr, [](const View &v) { return v.dst_addr; }},
+    {"sourceIPv6Address", 27, 16, 27, 16, Kind::Ipv6Address, false, nullptr, [](const View &v) { return v.src_addr; }},
+    {"destinationIPv6Address", 28, 16, 28, 16, Kind::Ipv6Address, false, nullptr, [](const View &v) { return v.dst_addr; }},
+    {"sourceTransportPort", 7, 2, 7, 2, Kind::Number, false, [](const View &v) -> uint64_t { return v.src_port; }},
+    {"destinationTransportPort", 11, 2, 11, 2, Kind::Number, false, [](const View &v) -> uint64_t { return v.dst_port; }},
+    {"protocolIdentifier", 4, 1, 4, 1, Kind::Number, false, [](const View &v) -> uint64_t { return v.rec->key.proto; }},
+    {"vlanId", 58, 2, 58, 2, Kind::Number, false, [](const View &v) -> uint64_t { return v.rec->key.vlan & 0x0fff; }},
+    // octets at IP level
+    {"packetDeltaCount", 2, 8, 2, 8, Kind::Number, true, [](const View &v) { return v.counters->packets; }},
+    {"octetDeltaCount", 1, 8, 1, 8, Kind::Number, true, [](const View &v) { return v.counters->octets; }},
+    {"flowStartMilliseconds", 152, 8, 22, 4, Kind::TimeMs, false, [](const View &v) { return v.start_ms; }},
+    {"flowEndMilliseconds", 153, 8, 21, 4, Kind::TimeMs, false, [](const View &v) { return v.end_ms; }},
+    // reduced-size encodings (tcpControlBits is unsigned16 since RFC 7125)
+    {"tcpControlBits", 6, 1, 6, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->tcp_flags; }},
+    {"minimumIpTotalLength", 25, 2, 25, 2, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->min_len; }},
+    {"maximumIpTotalLength", 26, 2, 26, 2, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->max_len; }},
+    {"flowEndReason", 136, 1, 136, 1, Kind::Number, false, [](const View &v) -> uint64_t { return uint8_t(v.rec->reason); }},
+};
+inline constexpr uint16_t kFlowEndReasonId = 136;
+
+// One field of a template: a row of kFields, and whether it is that row's
+// reverse element (IPFIX biflows).
+struct TemplateField {
+  const Field *field;
+  bool reverse;
+};
+
+constexpr bool is_address(const Field &f) { return f.kind == Kind::Ipv4Address || f.kind == Kind::Ipv6Address; }
+constexpr bool in_record(const Field &f, bool ipv6) {
+  return !is_address(f) || (f.kind == Kind::Ipv6Address) == ipv6;
+}
+
+constexpr size_t template_size(bool ipv6, bool biflow) {
+  size_t n = 0;
+  for (const Field &f : kFields) n += (in_record(f, ipv6) ? 1 : 0) + (biflow && f.per_direction ? 1 : 0);
+  return n;
+}
+
+// The fields of a record of that kind, in order (see the top of the file).
+template <bool Ipv6, bool Biflow>
+constexpr std::array<TemplateField, template_size(Ipv6, Biflow)> record_fields() {
+  std::array<TemplateField, template_size(Ipv6, Biflow)> t{};
+  size_t i = 0;
+  for (const Field &f : kFields)
+    if (is_address(f) && in_record(f, Ipv6)) t[i++] = {&f, false};
+  for (const Field &f : kFields)
+    if (!is_address(f)) t[i++] = {&f, false};
+  if (Biflow)
+    for (const Field &f : kFields)
+      if (f.per_direction) t[i++] = {&f, true};
+  return t;
+}
+
+// A big-endian unsigned number in `len` octets.
+inline void put_be(uint8_t *p, uint64_t v, size_t len) {
+  for (size_t i = len; i-- > 0; v >>= 8) p[i] = uint8_t(v);
+}
+
+enum class Protocol : uint8_t { Ipfix, NetFlowV9 };
+inline constexpr uint32_t kReversePen = 29305;  // RFC 5103: reverse information elements
+
+constexpr uint16_t length_of(const Field &f, Protocol p) { return p == Protocol::Ipfix ? f.ipfix_length : f.v9_length; }
+
+// A field specifier of a template record: element id (field type), length,
+// and the private enterprise number (0: none; always 0 in NetFlow v9).
+struct FieldSpec {
+  uint16_t id;
+  uint16_t length;
+  uint32_t pen;
+};
+
+template <size_t N>
+constexpr std::array<FieldSpec, N> field_specs(const std::array<TemplateField, N> &fields, Protocol p) {
+  std::array<FieldSpec, N> s{};
+  for (size_t i = 0; i < N; ++i) {
+    const Field &f = *fields[i].field;
+    s[i] = {p == Protocol::Ipfix ? f.ipfix_id : f.v9_type, length_of(f, p), fields[i].reverse ? kReversePen : 0};
+  }
+  return s;
+}
+
+// Octets of a data record; of a template record (with its 4-octet header,
+// 8 octets for a specifier with an enterprise number).
+constexpr size_t data_record_length(std::span<const FieldSpec> f) {
+  size_t n = 0;
+  for (const FieldSpec &s : f) n += s.length;
+  return n;
+}
+constexpr size_t template_record_length(std::span<const FieldSpec> f) {
+  size_t n = 4;
+  for (const FieldSpec &s : f) n += s.pen ? 8 : 4;
+  return n;
+}
+
+// A template record: id, field count, the specifiers (RFC 7011 §3.4.1, RFC 3954 §5.2).
+inline void write_template_record(uint8_t *p, uint16_t template_id, std::span<const FieldSpec> fields) {
+  put_be(p, template_id, 2);
+  put_be(p + 2, fields.size(), 2);
+  p += 4;
+  for (const FieldSpec &f : fields) {
+    put_be(p, f.pen ? (0x8000u | f.id) : f.id, 2);
+    put_be(p + 2, f.length, 2);
+    p += 4;
+    if (f.pen) {
+      put_be(p, f.pen, 4);
+      p += 4;
+    }
+  }
+}
+
+// A data record: every field of `fields` taken from `v` (a reverse
+// element's from the record's reverse counters), times through
+// `time(ms)`: the value the protocol sends for a UNIX ms.
+template <class Time>
+void write_data_record(uint8_t *p, const View &v, std::span<const TemplateField> fields, Protocol proto, Time &&time) {
+  View rev = v.with_counters(v.rec->rev);
+  for (const TemplateField &t : fields) {
+    const Field &f = *t.field;
+    const View &from = t.reverse ? rev : v;
+    size_t len = length_of(f, proto);
+    switch (f.kind) {
+      case Kind::Ipv4Address: std::memcpy(p, f.address(from) + 12, 4); break;
+      case Kind::Ipv6Address: std::memcpy(p, f.address(from), 16); break;
+      case Kind::Number: put_be(p, f.value(from), len); break;
+      case Kind::TimeMs: put_be(p, time(f.value(from)), len); break;
+    }
+    p += len;
+  }
+}
+
+}  // namespace sluice::flow_export

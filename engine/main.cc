@@ -22,6 +22,7 @@
 #include "engine/control/control_socket.hh"
 #include "engine/control/metrics_server.hh"
 #include "engine/control/probe_control.hh"
+#include "engine/control/probe_lock.hh"
 #include "engine/control/probe_metrics.hh"
 #include "engine/element_docs.hh"
 #include "engine/jit/segment_jit.hh"
@@ -283,15 +284,19 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   }
   if (jit.enabled && !compile_loops(rt, jit, placement->housekeeping_cpu, nullptr)) return kExitErrors;
   // The probe's control plane, on threads of its own while the run lasts.
-  // Commands and metrics scrapes take turns under probe_lock.
-  std::mutex probe_lock;
+  // Commands and metrics scrapes read the graph together; a reload's switch
+  // has it alone (probe_lock.hh).
+  ProbeLock probe_lock;
   ControlServer control(probe_lock);
   ProbeControl probe(rt, args.file);
   probe.add_commands(control);
   // Hot reload: `sluice ctl reload FILE [--dry-run]`, and SIGHUP for the
   // file the run started with. The new file gets the run's --define values
-  // and is placed on the same host profile.
+  // and is placed on the same host profile. Compiling and placing it take
+  // no lock (a big Filter takes libpcap seconds): only the switch does.
+  std::mutex one_reload_at_a_time;  // the front end is not reentrant (a plugin's `require` registers elements)
   auto reload = [&](const std::string &file, bool dry_run) -> ControlServer::Reply {
+    std::lock_guard one_at_a_time(one_reload_at_a_time);
     auto next = std::make_shared<CompiledGraph>();
     ConfigArgs next_args = args;
     next_args.file = file;
@@ -304,11 +309,15 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     int prc = place_on_host(host, next->lanes, next_profile, *next_placement, place_errors);
     if (prc != kExitClean) return ControlServer::Reply::error(place_errors.str() + "the running graph goes on unchanged\n");
     next->placement = next_placement;
-    ReloadOutcome o = rt.reload(next, dry_run);
+    ReloadOutcome o;
+    {
+      ProbeLock::Replace lock = probe_lock.replace();
+      o = rt.reload(next, dry_run);
+      if (o.applied) probe.set_config(file);
+    }
     if (!o.error.empty()) return ControlServer::Reply::error(o.error + "the running graph goes on unchanged\n");
     std::string text = o.plan.text();
     if (dry_run) return ControlServer::Reply::done(text + "dry run: nothing changed\n");
-    probe.set_config(file);
     text += "applied; pause per lane:";
     for (size_t l = 0; l < o.lane_pause_ns.size(); ++l) {
       char b[64];
@@ -319,7 +328,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   };
   control.add_command("reload", "reload FILE [--dry-run]",
                       "check FILE and switch the running graph to it; flows and queued packets are kept",
-                      [&](const ControlArgs &a) {
+                      ControlServer::Access::None, [&](const ControlArgs &a) {
                         bool dry = a.size() == 2 && a[1] == "--dry-run";
                         if (a.empty() || a.size() > 2 || (a.size() == 2 && !dry))
                           return ControlServer::Reply::error("usage: reload FILE [--dry-run]");
@@ -327,7 +336,6 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
                       });
   rt.on_tick([&] {
     if (!g_reload_requested.exchange(false)) return;
-    std::lock_guard lock(probe_lock);  // as a control command would
     ControlServer::Reply r = reload(args.file, false);
     std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
   });
@@ -338,7 +346,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   MetricsServer metrics;
   if (!access.metrics.empty()) {
     auto render = [&] {
-      std::lock_guard lock(probe_lock);
+      ProbeLock::Read lock = probe_lock.read();
       return probe_metrics_text(rt);
     };
     if (!metrics.start(mhost, mport, render, &err)) {

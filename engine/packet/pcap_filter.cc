@@ -441,7 +441,8 @@ std::optional<FilterError> too_many_terms(std::string_view expr) {
     return FilterError{"the expression has more than " + std::to_string(kMaxFilterTerms) +
                            " terms joined by and/or, the most libpcap compiles in reasonable time and memory "
                            "(its optimizer's cost grows with the cube of the expression); split it over several "
-                           "Filter elements, or use `net` and `portrange` for ranges",
+                           "Filter elements, or write a range as one term (`net 10.0.0.0/16`, "
+                           "`portrange 1000-2000`)",
                        t.off, static_cast<int>(expr.size()) - t.off};
   }
   return std::nullopt;

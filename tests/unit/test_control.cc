@@ -447,7 +447,9 @@ TEST_CASE("ctl: handlers: a Filter's expression and a FlowTable's timeouts, writ
   CHECK(read_handler(socket, "f#1.expr") == "tcp");
 
   // An expression that matches nothing: from the write on, nothing passes.
-  REQUIRE(ctl(socket, "write f.expr 'ip proto 99'").status == 0);
+  Run none = ctl(socket, "write f.expr 'ip proto 99'");
+  INFO(none.out);
+  REQUIRE(none.status == 0);
   CHECK(read_handler(socket, "f#0.expr") == "ip proto 99");
   uint64_t passed = read_number(socket, "f#0.out"), seen = read_number(socket, "f#0.in");
   usleep(500 * 1000);

@@ -58,8 +58,10 @@ test_all() {
 fuzz_smoke() {
   local secs=${SLUICE_FUZZ_SECONDS:-60}
   local corpus="$BUILD/fuzz-corpus"
-  rm -rf "$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps"
-  mkdir -p "$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps" "$BUILD/fuzz-artifacts"
+  local all=("$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps" "$corpus-control"
+             "$corpus-reload")
+  rm -rf "${all[@]}"
+  mkdir -p "${all[@]}" "$BUILD/fuzz-artifacts"
   find configs examples tests/dsl -name '*.pipe' -exec cp -t "$corpus" {} +
   local n=0 i v w
   while IFS=$'\t' read -r i v w; do
@@ -74,13 +76,29 @@ fuzz_smoke() {
   run_fuzzer fuzz_defines "$((secs * 2 / 3))" "$corpus-defines"
   run_fuzzer fuzz_host_profile "$((secs * 2 / 3))" "$corpus-profiles"
   run_fuzzer fuzz_pcap "$((secs / 2))" "$corpus-pcaps"
+  run_fuzzer fuzz_control "$((secs / 2))" "$corpus-control" -dict=tests/fuzz/fuzz_control.dict
+  reload_pairs "$corpus-reload"
+  run_fuzzer fuzz_reload_plan "$((secs / 2))" "$corpus-reload"
+}
+
+# Seeds for the reload plan: each configuration followed by the next, and by
+# itself with other numbers (what an operator changes), separated by "===".
+reload_pairs() {
+  local out=$1 files=(configs/*.pipe examples/*.pipe tests/dsl/valid/*.pipe) i
+  for ((i = 0; i < ${#files[@]}; i++)); do
+    { cat "${files[$i]}"; printf '\n===\n'; cat "${files[$(((i + 1) % ${#files[@]}))]}"; } > "$out/next$i"
+    { cat "${files[$i]}"; printf '\n===\n'; sed 's/1M/2M/; s/15s/20s/; s/64K/4K/' "${files[$i]}"; } > "$out/self$i"
+  done
 }
 
 # run_fuzzer NAME SECONDS CORPUS: one bounded libFuzzer run, its summary shown.
-run_fuzzer() {
-  echo "== fuzzing $1 for $2s"
-  "$BUILD/tests/$1" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$BUILD/fuzz-artifacts/" \
-      -print_final_stats=1 "$3" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY)'
+run_fuzzer() {  # TARGET SECONDS CORPUS [libFuzzer flags...]
+  local target=$1 secs=$2 corpus=$3
+  shift 3
+  echo "== fuzzing $target for ${secs}s"
+  "$BUILD/tests/$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+      -artifact_prefix="$BUILD/fuzz-artifacts/" -print_final_stats=1 "$@" "$corpus" 2>&1 |
+    grep -E '^(stat::|Done|==|SUMMARY)'
 }
 
 # Small trace files for fuzz_pcap: Ethernet (a TCP SYN, a tagged IPv6 UDP

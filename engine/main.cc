@@ -22,6 +22,7 @@
 #include "engine/control/control_socket.hh"
 #include "engine/control/metrics_server.hh"
 #include "engine/control/probe_control.hh"
+#include "engine/control/probe_lock.hh"
 #include "engine/control/probe_metrics.hh"
 #include "engine/driver/compile_pipe.hh"
 #include "engine/element_docs.hh"
@@ -274,27 +275,35 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   }
   if (jit.enabled && !compile_loops(rt, jit, placement.housekeeping_cpu, nullptr)) return kExitErrors;
   // The probe's control plane, on threads of its own while the run lasts.
-  // Commands and metrics scrapes take turns under probe_lock.
-  std::mutex probe_lock;
+  // Commands and metrics scrapes read the graph together; a reload's switch
+  // has it alone (probe_lock.hh).
+  ProbeLock probe_lock;
   ControlServer control(probe_lock);
   ProbeControl probe(rt, args.file);
   probe.add_commands(control);
   // Hot reload: `sluice ctl reload FILE [--dry-run]`, and SIGHUP for the
   // file the run started with. The new file gets the run's --define values
-  // and is placed on the same host profile.
+  // and is placed on the same host profile. Compiling and placing it take
+  // no lock (a big Filter takes libpcap seconds): only the switch does.
   ReloadSettings reload_settings{compile_options(args)->defines, host};
+  std::mutex one_reload_at_a_time;  // the front end is not reentrant (a plugin's `require` registers elements)
   auto reload = [&](const std::string &file, bool dry_run) -> ControlServer::Reply {
+    std::lock_guard one_at_a_time(one_reload_at_a_time);
     std::string why;
     std::shared_ptr<CompiledPipe> next = compile_for_reload(reload_settings, file, &why);
     if (!next) return ControlServer::Reply::error(why + kReloadRefused);
-    ReloadOutcome o = rt.reload(next, dry_run);
+    ReloadOutcome o;
+    {
+      ProbeLock::Replace lock = probe_lock.replace();
+      o = rt.reload(next, dry_run);
+      if (o.applied) probe.set_config(file);
+    }
     if (!o.error.empty()) return ControlServer::Reply::error(o.error + kReloadRefused);
-    if (!dry_run) probe.set_config(file);
     return ControlServer::Reply::done(reload_answer(o, dry_run));
   };
   control.add_command("reload", "reload FILE [--dry-run]",
                       "check FILE and switch the running graph to it; flows and queued packets are kept",
-                      [&](const ControlArgs &a) {
+                      ControlServer::Access::None, [&](const ControlArgs &a) {
                         bool dry = a.size() == 2 && a[1] == "--dry-run";
                         if (a.empty() || a.size() > 2 || (a.size() == 2 && !dry))
                           return ControlServer::Reply::error("usage: reload FILE [--dry-run]");
@@ -302,7 +311,6 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
                       });
   rt.on_tick([&] {
     if (!g_reload_requested.exchange(false)) return;
-    std::lock_guard lock(probe_lock);  // as a control command would
     ControlServer::Reply r = ControlServer::Reply::error("");
     try {
       r = reload(args.file, false);
@@ -318,7 +326,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   MetricsServer metrics;
   if (!access.metrics.empty()) {
     auto render = [&] {
-      std::lock_guard lock(probe_lock);
+      ProbeLock::Read lock = probe_lock.read();
       return probe_metrics_text(rt);
     };
     if (!metrics.start(mhost, mport, render, &err)) {

@@ -140,6 +140,10 @@ struct JsonReader {
     error = what + " at byte " + std::to_string(i + 1);
     return false;
   }
+  bool fail_at(size_t at, const std::string &what) {
+    i = at;
+    return fail(what);
+  }
   bool hex4(uint32_t &v) {
     if (i + 4 > s.size()) return fail("short \\u escape");
     v = 0;
@@ -161,6 +165,7 @@ struct JsonReader {
         continue;
       }
       if (i >= s.size()) break;
+      size_t escape = i - 1;
       switch (char e = s[i++]) {
         case '"': case '\\': case '/': out += e; break;
         case 'b': out += '\b'; break;
@@ -169,18 +174,21 @@ struct JsonReader {
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp, lo = 0;
           if (!hex4(cp)) return false;
-          if (cp >= 0xd800 && cp < 0xdc00 && s.compare(i, 2, "\\u") == 0) {  // a surrogate pair
+          if (cp >= 0xd800 && cp < 0xdc00) {  // a surrogate pair: the low half must follow
+            if (s.compare(i, 2, "\\u") != 0) return fail_at(escape, "a high surrogate \\u escape without its low half");
             i += 2;
-            uint32_t lo;
             if (!hex4(lo)) return false;
+            if (lo < 0xdc00 || lo >= 0xe000) return fail_at(escape, "a high surrogate \\u escape without its low half");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+          } else if (cp >= 0xdc00 && cp < 0xe000) {
+            return fail_at(escape, "a low surrogate \\u escape without its high half");
           }
           put_utf8(out, cp);
           break;
         }
-        default: return fail("bad escape");
+        default: return fail_at(escape, "bad escape");
       }
     }
     if (i >= s.size()) return fail("unterminated string");

@@ -46,7 +46,12 @@ bool MetricsServer::parse_address(const std::string &text, std::string &host, in
 
 bool MetricsServer::start(const std::string &host, int port, std::function<std::string()> render, std::string *error) {
   httplib::Server &http = impl_->http;
-  http.new_task_queue = [] { return new httplib::ThreadPool(1); };
+  // A client that stalls holds one worker until a timeout, never the others;
+  // no connection is kept open between scrapes to hold one either.
+  http.new_task_queue = [] { return new httplib::ThreadPool(kWorkers); };
+  http.set_read_timeout(kClientTimeoutS, 0);
+  http.set_write_timeout(kClientTimeoutS, 0);
+  http.set_keep_alive_max_count(1);
   http.Get("/metrics", [render](const httplib::Request &, httplib::Response &res) {
     res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
   });

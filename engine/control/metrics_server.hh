@@ -1,6 +1,8 @@
 // The HTTP side of `sluice run --metrics [ADDR:]PORT`: cpp-httplib serves
-// GET /metrics on a thread of its own (one worker: scrapes are rare), with
-// whatever text the render function returns at that moment.
+// GET /metrics on threads of its own, with whatever text the render function
+// returns at that moment. kWorkers scrapes are answered at once (more wait
+// for a worker); a client has kClientTimeoutS for each read and each write,
+// so a stalled one holds its worker that long and never blocks the others.
 #pragma once
 #include <functional>
 #include <memory>
@@ -11,6 +13,9 @@ namespace sluice {
 
 class MetricsServer {
  public:
+  static constexpr int kWorkers = 4;
+  static constexpr int kClientTimeoutS = 5;
+
   MetricsServer();
   ~MetricsServer();  // stop()
 

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -18,6 +19,8 @@ namespace {
 // Slots of a flow table peeked at per visit to its segment: a bounded pause
 // (a few hundred microseconds) rather than one scan of the whole table.
 constexpr size_t kPeekSlots = 32768;
+// The most flows `flows --top N` lists: an answer of 16 MB at most.
+constexpr size_t kMaxTopFlows = 100000;
 
 const ElementSpec &spec_of(const Runtime &rt, const RuntimeElement &e) {
   return *rt.context().graph().graph->elements[e.node().element].spec;
@@ -78,40 +81,42 @@ ProbeControl::ProbeControl(Runtime &rt, std::string config)
 
 void ProbeControl::add_commands(ControlServer &server) {
   server.add_command("stats", "stats [--json]", "live counters per lane and element, drops by reason",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Read, [this](const ControlArgs &a) {
                        if (a.size() > 1 || (a.size() == 1 && a[0] != "--json"))
                          return ControlServer::Reply::error("usage: stats [--json]");
                        return ControlServer::Reply::done(a.empty() ? stats_text() : stats_json());
                      });
   server.add_command("read", "read ELEMENT.HANDLER", "print a handler's value (every lane's for `ft`, one for `ft#1`)",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Read, [this](const ControlArgs &a) {
                        if (a.size() != 1) return ControlServer::Reply::error("usage: read ELEMENT.HANDLER");
                        return ControlServer::Reply::done(read(a[0]));
                      });
   server.add_command("write", "write ELEMENT.HANDLER VALUE", "change a writable handler, between two batches",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Change, [this](const ControlArgs &a) {
                        if (a.size() != 2) return ControlServer::Reply::error("usage: write ELEMENT.HANDLER VALUE");
                        write(a[0], a[1]);
                        return ControlServer::Reply::done("");
                      });
   server.add_command("handlers", "handlers [ELEMENT]", "list the handlers of the elements, or of one",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Read, [this](const ControlArgs &a) {
                        if (a.size() > 1) return ControlServer::Reply::error("usage: handlers [ELEMENT]");
                        return ControlServer::Reply::done(handlers(a.empty() ? "" : a[0]));
                      });
   server.add_command("flows", "flows [--top N]", "the N largest active flows by bytes, all lanes (default 10)",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Read, [this](const ControlArgs &a) {
                        std::string count = a.empty()                                      ? "10"
                                            : a.size() == 2 && a[0] == "--top"             ? a[1]
                                            : a.size() == 1 && a[0].rfind("--top=", 0) == 0 ? a[0].substr(6)
                                                                                           : "";
-                       char *end = nullptr;
-                       unsigned long n = count.empty() ? 0 : strtoul(count.c_str(), &end, 10);
-                       if (n == 0 || *end) return ControlServer::Reply::error("usage: flows [--top N] (N >= 1)");
+                       size_t n = 0;
+                       auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+                       if (ec != std::errc() || end != count.data() + count.size() || n < 1 || n > kMaxTopFlows)
+                         return ControlServer::Reply::error("usage: flows [--top N] (1 <= N <= " +
+                                                            std::to_string(kMaxTopFlows) + ")");
                        return ControlServer::Reply::done(top_flows(n));
                      });
   server.add_command("plan", "plan", "the running graph: lanes, segments and where they run",
-                     [this](const ControlArgs &a) {
+                     ControlServer::Access::Read, [this](const ControlArgs &a) {
                        if (!a.empty()) return ControlServer::Reply::error("usage: plan");
                        return ControlServer::Reply::done(plan());
                      });

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +38,53 @@ std::string clean_pcap_message(std::string m) {
   return m;
 }
 
+// Terms (primitives joined by `and`/`or`) an expression may have: libpcap's
+// optimizer takes time and memory that grow with about the cube of the
+// program. Measured (docs/control.md): 256 `portrange` terms 34 s, 800
+// `host` terms 87 s. nullopt when within the bound; defined with the
+// tokenizer below.
+constexpr int kMaxFilterTerms = 256;
+std::optional<FilterError> too_many_terms(std::string_view expr);
+
+// Programs compiled lately, by expression and link type. A reload checks its
+// file, which compiles every Filter (for Ethernet), before it stops the
+// lanes; the instances it prepares while they stand still find their
+// program here rather than wait for libpcap again. Names in an expression
+// (`host example.com`) are looked up again once an entry is a minute old.
+class RecentPrograms {
+ public:
+  std::optional<std::vector<bpf_insn>> find(const std::string &expr, int dlt) {
+    std::lock_guard lock(mutex_);
+    auto now = std::chrono::steady_clock::now();
+    std::erase_if(entries_, [&](const Entry &e) { return now - e.made > kLifetime; });
+    for (const Entry &e : entries_)
+      if (e.dlt == dlt && e.expr == expr) return e.insns;
+    return std::nullopt;
+  }
+  void add(const std::string &expr, int dlt, const bpf_insn *insns, size_t count) {
+    std::lock_guard lock(mutex_);
+    if (entries_.size() == kEntries) entries_.pop_front();
+    entries_.push_back({expr, dlt, std::vector<bpf_insn>(insns, insns + count), std::chrono::steady_clock::now()});
+  }
+
+ private:
+  static constexpr size_t kEntries = 16;
+  static constexpr std::chrono::seconds kLifetime{60};
+  struct Entry {
+    std::string expr;
+    int dlt;
+    std::vector<bpf_insn> insns;
+    std::chrono::steady_clock::time_point made;
+  };
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+};
+
+RecentPrograms &recent_programs() {
+  static RecentPrograms r;
+  return r;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -59,25 +109,38 @@ std::optional<PcapFilter> PcapFilter::compile(std::string_view expr, LinkType li
     if (error) *error = "NUL byte in the filter expression";
     return std::nullopt;
   }
-  // pcap_compile() was not reentrant before libpcap 1.8, and it resolves names
-  // through the (locale-dependent) resolver; compiling happens only at setup.
-  static std::mutex compile_mutex;
-  std::lock_guard<std::mutex> lock(compile_mutex);
-  pcap_t *p = pcap_open_dead(pcap_dlt_for(link), 65535);
-  if (!p) {
-    if (error) *error = "libpcap cannot open a dead handle for link type " + std::to_string(int(link));
+  if (auto big = too_many_terms(text)) {
+    if (error) *error = big->message;
     return std::nullopt;
   }
-  struct bpf_program prog {};
-  if (pcap_compile(p, &prog, text.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
-    if (error) *error = clean_pcap_message(pcap_geterr(p));
+  const int dlt = pcap_dlt_for(link);
+  std::vector<bpf_insn> insns;
+  if (auto recent = recent_programs().find(text, dlt)) {
+    insns = std::move(*recent);
+  } else {
+    // pcap_compile() may run on several threads at once (libpcap 1.8 on):
+    // one slow expression holds up no other.
+    pcap_t *p = pcap_open_dead(dlt, 65535);
+    if (!p) {
+      if (error) *error = "libpcap cannot open a dead handle for link type " + std::to_string(int(link));
+      return std::nullopt;
+    }
+    struct bpf_program prog {};
+    if (pcap_compile(p, &prog, text.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0) {
+      if (error) *error = clean_pcap_message(pcap_geterr(p));
+      pcap_close(p);
+      return std::nullopt;
+    }
     pcap_close(p);
-    return std::nullopt;
+    insns.assign(prog.bf_insns, prog.bf_insns + prog.bf_len);
+    pcap_freecode(&prog);
+    recent_programs().add(text, dlt, insns.data(), insns.size());
   }
-  pcap_close(p);
   PcapFilter f;
-  f.insns_ = prog.bf_insns;
-  f.insn_count_ = prog.bf_len;
+  f.insns_ = static_cast<bpf_insn *>(std::malloc(std::max<size_t>(insns.size(), 1) * sizeof(bpf_insn)));
+  if (!f.insns_) throw std::bad_alloc();
+  std::copy(insns.begin(), insns.end(), f.insns_);
+  f.insn_count_ = insns.size();
   f.expr_ = std::move(text);
   f.link_ = link;
   return f;
@@ -108,11 +171,7 @@ PcapFilter::~PcapFilter() { release(); }
 
 void PcapFilter::release() {
   native_.reset();
-  if (!insns_) return;
-  struct bpf_program prog {};
-  prog.bf_len = static_cast<u_int>(insn_count_);
-  prog.bf_insns = insns_;
-  pcap_freecode(&prog);
+  std::free(insns_);
   insns_ = nullptr;
   insn_count_ = 0;
 }
@@ -373,6 +432,20 @@ std::vector<Tok> tokenize(std::string_view s) {
   end.off = static_cast<int>(s.size());
   out.push_back(end);
   return out;
+}
+
+std::optional<FilterError> too_many_terms(std::string_view expr) {
+  int terms = 1;
+  for (const Tok &t : tokenize(expr)) {
+    if (t.t != Tk::Kw || (t.k != Kw::And && t.k != Kw::Or) || ++terms <= kMaxFilterTerms) continue;
+    return FilterError{"the expression has more than " + std::to_string(kMaxFilterTerms) +
+                           " terms joined by and/or, the most libpcap compiles in reasonable time and memory "
+                           "(its optimizer's cost grows with the cube of the expression); split it over several "
+                           "Filter elements, or write a range as one term (`net 10.0.0.0/16`, "
+                           "`portrange 1000-2000`)",
+                       t.off, static_cast<int>(expr.size()) - t.off};
+  }
+  return std::nullopt;
 }
 
 // A problem libpcap finds after parsing (a prefix too long, a bad load size),
@@ -1063,6 +1136,7 @@ std::atomic<bool> g_check_with_libpcap{true};
 void set_filter_checks_use_libpcap(bool on) { g_check_with_libpcap = on; }
 
 std::optional<FilterError> check_filter_expression(std::string_view expr) {
+  if (auto big = too_many_terms(expr)) return big;
   if (!g_check_with_libpcap) {  // the recognizer alone (the fuzzer: no name lookups)
     std::vector<Tok> toks = tokenize(expr);
     return Recognizer(expr, toks).run();

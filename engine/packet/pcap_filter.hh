@@ -21,7 +21,9 @@ class PcapFilter {
 public:
   // Compiles `expr` for packets of `link` (pcap_compile, optimized, netmask
   // unknown). nullopt, and *error set to libpcap's message (cleaned up), when
-  // libpcap refuses it. Compiling is serialized; matching is thread-safe.
+  // libpcap refuses it, or when it has more terms than libpcap compiles in
+  // reasonable time (256). Programs compiled in the last minute are reused.
+  // Compiling and matching are thread-safe.
   static std::optional<PcapFilter> compile(std::string_view expr, LinkType link, std::string *error = nullptr);
 
   PcapFilter(PcapFilter &&other) noexcept;
@@ -52,7 +54,7 @@ private:
   PcapFilter() = default;
   void release();
 
-  struct bpf_insn *insns_ = nullptr;  // malloc'ed by libpcap, freed with pcap_freecode
+  struct bpf_insn *insns_ = nullptr;  // malloc'ed, a copy of libpcap's program
   std::unique_ptr<BpfJit> native_;
   size_t insn_count_ = 0;
   std::string expr_;
@@ -72,8 +74,9 @@ struct FilterError {
 };
 
 // nullopt when libpcap compiles `expr` for Ethernet (acceptance is exactly
-// libpcap's). Otherwise the problem, located by a recognizer of the
-// pcap-filter grammar; what it cannot place is reported on the whole expression.
+// libpcap's, within the bound on terms). Otherwise the problem, located by a
+// recognizer of the pcap-filter grammar; what it cannot place is reported on
+// the whole expression. Too many terms: from the first one beyond the bound.
 std::optional<FilterError> check_filter_expression(std::string_view expr);
 
 // libpcap resolves host, port and protocol names while compiling (DNS,

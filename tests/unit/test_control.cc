@@ -3,8 +3,10 @@
 // meets it: `sluice run` in the background, `sluice ctl` against its socket
 // (permissions, finding the probe, stats, handlers read and written, the
 // largest flows) and its /metrics endpoint checked by promtool.
+#include <fcntl.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,12 +17,15 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <thread>
 
+#include "engine/control/control_server.hh"
 #include "engine/control/control_socket.hh"
 #include "engine/control/metrics_writer.hh"
+#include "engine/control/probe_lock.hh"
 #include "engine/control/probe_metrics.hh"
 #include "engine/runtime/runtime.hh"
 #include "engine/traffic/traffic_model.hh"
@@ -150,6 +155,16 @@ TEST_CASE("control: requests are JSON arrays of strings, any bytes in them", "[c
     INFO(bad);
     CHECK_FALSE(decode_control_request(bad, back, &err));
     CHECK(err.rfind("bad request: ", 0) == 0);
+  }
+  // Half a surrogate pair is no character: refused where its escape starts,
+  // rather than decoded to bytes that are not UTF-8.
+  for (auto [bad, why] : std::vector<std::pair<std::string, std::string>>{
+           {"[\"ab\\ud83d\"]", "a high surrogate \\u escape without its low half at byte 5"},
+           {"[\"ab\\ud83d\\u0041\"]", "a high surrogate \\u escape without its low half at byte 5"},
+           {"[\"ab\\ude00\"]", "a low surrogate \\u escape without its high half at byte 5"}}) {
+    INFO(bad);
+    CHECK_FALSE(decode_control_request(bad, back, &err));
+    CHECK(err == "bad request: " + why);
   }
 }
 
@@ -465,7 +480,9 @@ TEST_CASE("ctl: handlers: a Filter's expression and a FlowTable's timeouts, writ
   CHECK(read_handler(socket, "f#1.expr") == "tcp");
 
   // An expression that matches nothing: from the write on, nothing passes.
-  REQUIRE(ctl(socket, "write f.expr 'ip proto 99'").status == 0);
+  Run none = ctl(socket, "write f.expr 'ip proto 99'");
+  INFO(none.out);
+  REQUIRE(none.status == 0);
   CHECK(read_handler(socket, "f#0.expr") == "ip proto 99");
   uint64_t passed = read_number(socket, "f#0.out"), seen = read_number(socket, "f#0.in");
   usleep(500 * 1000);
@@ -644,4 +661,295 @@ TEST_CASE("metrics: /metrics passes promtool and agrees with the run summary", "
     ended += sample(m, "sluice_flow_table_ended_flows_total{lane=\"0\",element=\"ft\",reason=\"" + std::string(reason) + "\"}");
   CHECK(ended == records);
   CHECK(sample(m, "sluice_flow_table_ended_flows_total{lane=\"0\",element=\"ft\",reason=\"forced end\"}") > 0);
+}
+
+namespace {
+
+// A client of the control socket that connects and then does nothing.
+int connect_unix(const std::string &path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  REQUIRE(path.size() < sizeof addr.sun_path);
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+  return fd;
+}
+
+int connect_loopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+  return fd;
+}
+
+// Neither answered nor closed by the server so far.
+bool still_waiting(int fd) {
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) < 0 && errno == EAGAIN;
+}
+
+int metrics_port(const std::string &log) {
+  std::smatch m;
+  std::string text = read_file(log);
+  INFO(text);
+  REQUIRE(std::regex_search(text, m, std::regex("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics")));
+  return std::stoi(m[1].str());
+}
+
+// One scrape; "" when there is no answer within 20 s.
+std::string scrape(int port) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(20, 0);
+  auto res = client.Get("/metrics");
+  return res && res->status == 200 ? res->body : "";
+}
+
+// User plus system time of a process so far, in clock ticks.
+long cpu_ticks(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream in(stat.substr(stat.rfind(')') + 2));  // the command may hold spaces
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return utime + stime;
+}
+
+}  // namespace
+
+TEST_CASE("ctl: a client that connects and sends nothing holds up no other", "[control][ctl]") {
+  std::string dir = scratch("stalled");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(duration 60s, rate 1Kpps) -> t :: Timestamp(clock tsc) -> Discard;\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket, dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  int stalled = connect_unix(socket);
+  // Answered while the stalled client is still connected and waiting: the
+  // server did not have to give up on it first (5 s) to get to this one.
+  ControlReply reply;
+  std::string err;
+  REQUIRE(control_request(socket, {"read", "t.in"}, reply, &err, 20));
+  CHECK(reply.ok);
+  CHECK(std::stoull(reply.text) > 0);
+  CHECK(still_waiting(stalled));
+  // The stalled one gets its timeout, as an answer.
+  std::string got;
+  timeval tv{20, 0};
+  setsockopt(stalled, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[256];
+  for (ssize_t n; (n = recv(stalled, buf, sizeof buf, 0)) > 0;) got.append(buf, size_t(n));
+  CHECK(got == "error\nno complete request within 5 s: send a JSON array of strings and a newline");
+  close(stalled);
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("control: requests are answered at once up to a bound, and one more is told the server is busy",
+          "[control]") {
+  std::string dir = scratch("busy");
+  ProbeLock lock;
+  ControlServer server(lock);
+  std::string err;
+  REQUIRE(server.listen(dir + "/ctl.sock", &err));
+  server.start();
+  std::vector<int> stalled;
+  for (int i = 0; i < ControlServer::kMaxClients; ++i) stalled.push_back(connect_unix(server.path()));
+  // Connections are accepted in order: this one comes after every stalled one has a worker.
+  ControlReply reply;
+  REQUIRE(control_request(server.path(), {"help"}, reply, &err, 20));
+  CHECK_FALSE(reply.ok);
+  CHECK(reply.text == "busy: 8 requests are being answered, the most at once; try again");
+  for (int fd : stalled) CHECK(still_waiting(fd));  // none was given up on to make room
+  // A worker free again answers.
+  close(stalled.back());
+  stalled.pop_back();
+  bool answered = false;
+  for (int i = 0; i < 100 && !answered; ++i) {
+    REQUIRE(control_request(server.path(), {"help"}, reply, &err, 20));
+    answered = reply.ok;
+    if (!answered) usleep(20 * 1000);
+  }
+  CHECK(answered);
+  CHECK(reply.text.find("list the commands") != std::string::npos);
+  for (int fd : stalled) close(fd);
+  server.stop();
+}
+
+TEST_CASE("control: out of file descriptors, the server does not spin and answers again once some are free",
+          "[control]") {
+  // The server runs in a child process whose descriptors the test uses up:
+  // with its reserve descriptor (taken at start) it tells the waiting client
+  // so; without one (used up before start) the client waits in the backlog.
+  // Either way it takes almost no cpu meanwhile, and answers once
+  // descriptors are free.
+  for (bool reserve : {true, false}) {
+    DYNAMIC_SECTION((reserve ? "with" : "without") << " its reserve descriptor") {
+      std::string dir = scratch(reserve ? "fd_limit_reserve" : "fd_limit");
+      std::string path = dir + "/ctl.sock";
+      int to_child[2], from_child[2];
+      REQUIRE(pipe(to_child) == 0);
+      REQUIRE(pipe(from_child) == 0);
+      pid_t child = fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        close(to_child[1]);  // the test gone, reads see the end and the child ends too
+        close(from_child[0]);
+        rlimit lim{64, 64};
+        setrlimit(RLIMIT_NOFILE, &lim);
+        ProbeLock lock;
+        ControlServer server(lock);
+        std::string err;
+        if (!server.listen(path, &err)) _exit(3);
+        std::vector<int> held;
+        auto use_up = [&] {
+          for (int fd; (fd = open("/dev/null", O_RDONLY)) >= 0;) held.push_back(fd);
+        };
+        if (reserve) server.start(), use_up();
+        else use_up(), server.start();
+        char c;
+        (void)!write(from_child[1], "u", 1);  // used up
+        (void)!read(to_child[0], &c, 1);
+        for (int fd : held) close(fd);
+        (void)!write(from_child[1], "f", 1);  // free again
+        (void)!read(to_child[0], &c, 1);
+        server.stop();
+        _exit(0);
+      }
+      close(to_child[0]);
+      close(from_child[1]);
+      struct Reaped {  // should a REQUIRE fail
+        pid_t pid;
+        ~Reaped() {
+          if (pid > 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+        }
+      } reaped{child};
+      char c = 0;
+      REQUIRE(read(from_child[0], &c, 1) == 1);
+      REQUIRE(c == 'u');
+      // A client in the backlog: accept() fails for want of a descriptor.
+      ControlReply reply;
+      std::string err;
+      std::thread client;
+      bool first_answered = false;
+      if (reserve) {
+        REQUIRE(control_request(path, {"help"}, reply, &err, 20));
+        CHECK_FALSE(reply.ok);
+        CHECK(reply.text == "the probe is out of file descriptors (RLIMIT_NOFILE); try again later");
+      } else {
+        client = std::thread([&] { first_answered = control_request(path, {"help"}, reply, &err, 30) && reply.ok; });
+      }
+      long before = cpu_ticks(child);
+      usleep(2000 * 1000);
+      long used = cpu_ticks(child) - before;
+      CHECK(used < sysconf(_SC_CLK_TCK) / 20);  // under 50 ms of cpu in 2 s
+      CHECK(write(to_child[1], "g", 1) == 1);
+      if (!reserve) {
+        client.join();
+        INFO(err);
+        CHECK(first_answered);  // the waiting client, once descriptors were free
+      }
+      REQUIRE(read(from_child[0], &c, 1) == 1);
+      ControlReply again;
+      REQUIRE(control_request(path, {"help"}, again, &err, 20));
+      CHECK(again.ok);
+      CHECK(again.text.find("list the commands") != std::string::npos);
+      CHECK(write(to_child[1], "s", 1) == 1);
+      int st = 0;
+      waitpid(child, &st, 0);
+      reaped.pid = -1;
+      CHECK(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 0);
+      close(to_child[1]);
+      close(from_child[0]);
+    }
+  }
+}
+
+TEST_CASE("metrics: a client that connects and sends nothing holds up no scrape", "[control][metrics]") {
+  std::string dir = scratch("metrics_stalled");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(duration 60s, rate 1Kpps) -> Timestamp(clock tsc) -> Discard;\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket + " --metrics 0", dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  int port = metrics_port(dir + "/log.txt");
+  int silent = connect_loopback(port);
+  int half = connect_loopback(port);  // half a request line
+  REQUIRE(send(half, "GET /metr", 9, 0) == 9);
+  std::string m = scrape(port);
+  CHECK(m.find("sluice_lane_received_packets_total{lane=\"0\"}") != std::string::npos);
+  // Both still connected: the scrape did not wait for the server to give up on them.
+  CHECK(still_waiting(silent));
+  CHECK(still_waiting(half));
+  close(silent);
+  close(half);
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("reload: while the new file is being compiled, stats and metrics answer", "[control][ctl][reload]") {
+  std::string dir = scratch("reload_reads");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(duration 60s, rate 2Kpps) -> f :: Filter(\"tcp\") -> Discard;\n");
+  std::string socket = dir + "/ctl.sock";
+  // The new file requires a plugin whose loading waits until the test
+  // creates the gate file: its compilation goes on until then.
+  std::string gate = dir + "/gate";
+  BackgroundProbe probe(cfg + " --control " + socket + " --metrics 0", dir + "/log.txt", "SLUICE_TEST_GATE=" + gate);
+  probe.wait_for_socket(socket);
+  int port = metrics_port(dir + "/log.txt");
+  std::string next = write_file(dir + "/next.pipe", "require \"" SLUICE_TEST_PLUGIN_DIR "/gate_plugin.so\";\n"
+                                                    "TrafficGen(duration 60s, rate 2Kpps) -> f :: Filter(\"udp\") -> Discard;\n");
+  std::atomic<bool> reload_answered{false};
+  ControlReply reload_reply;
+  std::string reload_err;
+  std::thread reload([&] {
+    control_request(socket, {"reload", next}, reload_reply, &reload_err, 60);
+    reload_answered = true;
+  });
+  // The plugin says when it is loading: the reload is compiling.
+  for (int i = 0; i < 2000 && access((gate + ".loading").c_str(), F_OK) != 0; ++i) usleep(10 * 1000);
+  REQUIRE(access((gate + ".loading").c_str(), F_OK) == 0);
+  ControlReply stats;
+  std::string err;
+  CHECK(control_request(socket, {"stats", "--json"}, stats, &err, 20));
+  INFO(err);
+  CHECK(stats.ok);
+  CHECK(stats.text.find("\"received\": ") != std::string::npos);
+  CHECK(scrape(port).find("sluice_reloads_total{result=\"applied\"} 0") != std::string::npos);
+  CHECK_FALSE(reload_answered);  // both answered while the reload was still compiling
+  write_file(gate, "");
+  reload.join();
+  INFO(reload_err << reload_reply.text);
+  CHECK(reload_reply.ok);
+  CHECK(reload_reply.text.find("applied") != std::string::npos);
+  CHECK(read_handler(socket, "f.expr") == "udp");
+  CHECK(scrape(port).find("sluice_reloads_total{result=\"applied\"} 1") != std::string::npos);
+  CHECK(probe.stop() == 0);
+}
+
+TEST_CASE("reload: a Filter of more than 256 terms is refused where the bound is passed, before libpcap compiles it",
+          "[control][reload]") {
+  std::string dir = scratch("filter_terms");
+  auto terms = [](int n) {
+    std::string e;
+    for (int i = 0; i < n; ++i) e += (i ? " or host 10.0." : "host 10.0.") + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);
+    return e;
+  };
+  std::string head = "TrafficGen(duration 1s) -> Filter(\"";
+  Run ok = run_sluice("check " + write_file(dir + "/256.pipe", head + terms(256) + "\") -> Discard;\n"));
+  INFO(ok.out);
+  CHECK(ok.status == 0);
+  std::string expr = terms(300);
+  size_t or_257 = 0;  // the 256th `or`: where the 257th term starts
+  for (int k = 0; k < 256; ++k) or_257 = expr.find(" or ", or_257 + 1);
+  Run refused = run_sluice("check " + write_file(dir + "/300.pipe", head + expr + "\") -> Discard;\n"));
+  INFO(refused.out);
+  CHECK(refused.status == 1);
+  CHECK(refused.out.find(dir + "/300.pipe:1:" + std::to_string(head.size() + or_257 + 2) +
+                         ": error: the expression has more than 256 terms joined by and/or") != std::string::npos);
 }

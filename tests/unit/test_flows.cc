@@ -33,6 +33,7 @@
 #include "engine/runtime/run_context.hh"
 #include "engine/traffic/traffic_model.hh"
 #include "pcap_fixture.hh"
+#include "collector_fixture.hh"
 #include "frontend_fixture.hh"
 #include "run_fixture.hh"
 
@@ -342,54 +343,6 @@ namespace {
 
 // A collector started for one test, on loopback, stopped (and waited for)
 // at the end.
-struct Collector {
-  pid_t pid = -1;
-  Collector(const std::vector<std::string> &argv) {
-    pid = fork();
-    if (pid == 0) {
-      std::vector<char *> a;
-      for (const std::string &s : argv) a.push_back(const_cast<char *>(s.c_str()));
-      a.push_back(nullptr);
-      freopen("/dev/null", "w", stdout);
-      freopen("/dev/null", "w", stderr);
-      execvp(a[0], a.data());
-      _exit(127);
-    }
-    usleep(1000 * 1000);  // listening well before this
-  }
-  void stop() {
-    if (pid <= 0) return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 50; ++i) {
-      int st;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
-        pid = -1;
-        return;
-      }
-      usleep(100 * 1000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-  ~Collector() { stop(); }
-};
-
-int test_port(int offset) { return 20000 + (getpid() * 7 + offset) % 20000; }
-
-// nfdump's nfcapd and nfdump, or a warning that the test is skipped.
-bool have_nfdump() {
-  if (have("nfcapd") && have("nfdump")) return true;
-  WARN("skipped: nfdump is not installed (apt-get install nfdump)");
-  return false;
-}
-
-// nfcapd writing into `dir` (made here), listening on 127.0.0.1:port.
-Collector nfcapd_at(const std::string &dir, int port) {
-  fs::create_directories(dir);
-  return Collector({"nfcapd", "-w", dir, "-p", std::to_string(port), "-b", "127.0.0.1"});
-}
-
 // Runs `metered` (flow records, the text before ` -> `) into an
 // IPFIXExporter and a NetFlowV9Exporter (`kind`: "shared " or "" for one per
 // lane), each to an nfcapd writing into dir/ipfix and dir/v9, and into a
@@ -989,24 +942,6 @@ TEST_CASE("flows: FlowLog to a pipe whose reader went away counts a write error,
   CHECK(element_stat(json, "out#0", "records_absorbed") + element_stat(json, "out#0", "write error") == records);
   CHECK(err.find("Broken pipe") != std::string::npos);
 }
-
-namespace {
-
-// nfdump -I over a collector's directory: "Flows" and "Sequence failures".
-std::map<std::string, uint64_t> nfdump_summary(const std::string &dir) {
-  Run n = run_cmd("nfdump -R " + dir + " -I");
-  REQUIRE(n.status == 0);
-  std::map<std::string, uint64_t> out;
-  std::smatch m;
-  for (const char *key : {"Flows", "Sequence failures"}) {
-    INFO(n.out);
-    REQUIRE(std::regex_search(n.out, m, std::regex(std::string("\n") + key + ": ([0-9]+)")));
-    out[key] = std::stoull(m[1]);
-  }
-  return out;
-}
-
-}  // namespace
 
 // Issue 13, finding 10: a table flushed at the end of a run sends its
 // records at once; unpaced, a collector reading with the default socket

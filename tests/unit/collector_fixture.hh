@@ -1,0 +1,86 @@
+// Collectors nobody here wrote, for tests that export to them: nfdump's
+// nfcapd as a child process on a loopback port, and what nfdump reads back.
+// Tests skip with a message where nfdump is not installed.
+#pragma once
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "run_fixture.hh"
+
+namespace sluice::test {
+
+// A collector process (argv), listening once the constructor returns;
+// stopped (SIGTERM: nfcapd writes its last file) by stop() or at the end.
+struct Collector {
+  pid_t pid = -1;
+  explicit Collector(const std::vector<std::string> &argv) {
+    pid = fork();
+    if (pid == 0) {
+      std::vector<char *> a;
+      for (const std::string &s : argv) a.push_back(const_cast<char *>(s.c_str()));
+      a.push_back(nullptr);
+      (void)!freopen("/dev/null", "w", stdout);
+      (void)!freopen("/dev/null", "w", stderr);
+      execvp(a[0], a.data());
+      _exit(127);
+    }
+    usleep(1000 * 1000);  // listening well before this
+  }
+  Collector(Collector &&o) noexcept : pid(o.pid) { o.pid = -1; }
+  Collector(const Collector &) = delete;
+  void stop() {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 50; ++i) {
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return;
+      }
+      usleep(100 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Collector() { stop(); }
+};
+
+// A loopback port for this test process (tests run in parallel).
+inline int test_port(int offset) { return 20000 + (getpid() * 7 + offset) % 20000; }
+
+// nfdump's nfcapd and nfdump, or a warning that the test is skipped.
+inline bool have_nfdump() {
+  if (have_tool("nfcapd") && have_tool("nfdump")) return true;
+  WARN("skipped: nfdump is not installed (apt-get install nfdump)");
+  return false;
+}
+
+// nfcapd writing into `dir` (made here), listening on 127.0.0.1:port.
+inline Collector nfcapd_at(const std::string &dir, int port) {
+  std::filesystem::create_directories(dir);
+  return Collector({"nfcapd", "-w", dir, "-p", std::to_string(port), "-b", "127.0.0.1"});
+}
+
+// nfdump -I over a collector's directory: "Flows" and "Sequence failures".
+inline std::map<std::string, uint64_t> nfdump_summary(const std::string &dir) {
+  Run n = run_cmd("nfdump -R " + dir + " -I");
+  REQUIRE(n.status == 0);
+  std::map<std::string, uint64_t> out;
+  std::smatch m;
+  for (const char *key : {"Flows", "Sequence failures"}) {
+    INFO(n.out);
+    REQUIRE(std::regex_search(n.out, m, std::regex(std::string("\n") + key + ": ([0-9]+)")));
+    out[key] = std::stoull(m[1]);
+  }
+  return out;
+}
+
+}  // namespace sluice::test

@@ -13,6 +13,15 @@
 
 struct bpf_insn;  // <pcap/bpf.h>
 
+// On a function that calls code the JIT made: UBSan's function-type check
+// (-fsanitize=function) reads a signature before the callee, which JIT code
+// does not have (the word before it may be another page, unmapped).
+#if defined(__clang__)
+#define SLUICE_CALLS_JIT_CODE __attribute__((no_sanitize("function")))
+#else
+#define SLUICE_CALLS_JIT_CODE
+#endif
+
 namespace sluice {
 
 class BpfJit {
@@ -27,7 +36,9 @@ class BpfJit {
   BpfJit(const BpfJit &) = delete;
   BpfJit &operator=(const BpfJit &) = delete;
 
-  uint32_t run(const uint8_t *packet, uint32_t wirelen, uint32_t caplen) const { return fn_(packet, wirelen, caplen); }
+  SLUICE_CALLS_JIT_CODE uint32_t run(const uint8_t *packet, uint32_t wirelen, uint32_t caplen) const {
+    return fn_(packet, wirelen, caplen);
+  }
   // The optimized IR of the function, for `--emit-ir` and tests.
   const std::string &ir() const { return ir_; }
 

@@ -41,6 +41,7 @@
 #include <set>
 
 #include "engine/jit/bpf_ir.hh"
+#include "engine/jit/bpf_jit.hh"
 #include "engine/jit/element_bitcode.hh"
 #include "engine/packet/pcap_filter.hh"
 #include "engine/runtime/channel.hh"
@@ -241,7 +242,7 @@ std::string stamp_problem(const llvm::Module &m, const JitEntry &entry, const Ji
 class FusedProgram final : public SegmentProgram {
  public:
   FusedProgram(std::unique_ptr<llvm::orc::LLJIT> jit, bool (*step)()) : jit_(std::move(jit)), step_(step) {}
-  bool step(SegmentRunner &) override { return step_(); }
+  SLUICE_CALLS_JIT_CODE bool step(SegmentRunner &) override { return step_(); }
   const char *kind() const override { return "jit"; }
 
  private:

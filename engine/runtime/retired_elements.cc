@@ -52,7 +52,9 @@ void RetiredElements::service(uint64_t now_ns, bool segments_done) {
     std::lock_guard lock(mutex_);
     for (Held &h : held_)
       if (h.element.get() == e && (drained || now_ns >= h.deadline_ns)) {
-        if (!drained) e->abandon_pending("not sent before removal");
+        // What it still holds (an exporter that gave up on its collector)
+        // is counted lost; nothing when it is empty.
+        e->abandon_pending("not sent before removal");
         done.push_back(e);
       }
   }

@@ -83,4 +83,19 @@ inline std::map<std::string, uint64_t> nfdump_summary(const std::string &dir) {
   return out;
 }
 
+// A collector that accepts TCP connections and never reads: its receive
+// buffer (4 KB, set before listen() so that accepted sockets inherit it)
+// fills, then the exporter's socket buffer, and the exporter's messages wait
+// in its queue.
+struct SilentTcpCollector {
+  int fd = -1, port = 0;
+  SilentTcpCollector() {
+    fd = bind_loopback(SOCK_STREAM, &port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    REQUIRE(listen(fd, 4) == 0);  // the kernel completes the handshake; nothing accepts or reads
+  }
+  ~SilentTcpCollector() { close(fd); }
+};
+
 }  // namespace sluice::test

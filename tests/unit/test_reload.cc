@@ -18,6 +18,7 @@
 
 #include "engine/control/probe_metrics.hh"
 #include "engine/runtime/runtime.hh"
+#include "collector_fixture.hh"
 #include "graph_fixture.hh"
 #include "run_fixture.hh"
 
@@ -657,4 +658,72 @@ TEST_CASE("reload: a replaced PcapSink appends, one that cannot is refused", "[r
   CHECK(times.size() == t.received);  // the packets before the switch are there too
   CHECK(times.size() > at_switch);
   CHECK(std::is_sorted(times.begin(), times.end()));  // the old sink's last packets before the new one's first
+}
+
+// Issue 13, finding 12: removing an exporter whose collector does not read
+// paused every lane for the 2 s its flush waited at the switch (100K packets
+// dropped). Its flush no longer waits: what it holds drains off the data
+// path, and what cannot go is counted lost.
+TEST_CASE("reload: removing an exporter whose collector does not read stalls no lane", "[reload][collectors]") {
+  std::string dir = test::scratch("reload", "silent_collector");
+  test::SilentTcpCollector collector;
+  // Paced (live) lanes of short flows that expire at once: records all the
+  // time, more than the collector's and the socket's buffers hold.
+  auto graph = [&](bool with_exporter) {
+    return "src :: TrafficGen(flows 2K, new_flows_per_s 20K, duration 60s, sizes [64B], seed 5, udp 1, "
+           "flow_size_max 2, queues 2, rate 40Kpps);\n"
+           "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n" +
+           (with_exporter ? "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(collector.port) +
+                                ", transport tcp, queue 32MB);\ngc -> exp;\n"
+                          : std::string()) +
+           "src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> ft :: FlowTable(capacity 64K, idle 10ms, active 1s)"
+           " -> gc :: GCSlicer(table ft, period 10ms, slices 10) -> log;\n";
+  };
+  std::string diags;
+  RunningProbe probe(graph(true));
+  Runtime &rt = *probe.rt;
+  // Until the exporter holds messages it cannot send (records in, neither
+  // sent nor lost).
+  auto held = [&] {
+    auto lock = rt.structure_lock();
+    const RuntimeElement *exp = rt.find("exp");
+    REQUIRE(exp);
+    return int64_t(exp->counters.records_in.get()) - int64_t(exp->counters.records_absorbed.get()) -
+           int64_t(exp->counters.records_dropped());
+  };
+  for (int i = 0; i < 3000 && held() < 20000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(held() >= 20000);
+
+  auto next = compile(graph(false), &diags);
+  INFO(diags);
+  REQUIRE(next);
+  ReloadOutcome o = rt.reload(next, false);
+  INFO(o.error);
+  REQUIRE(o.applied);
+  CHECK(o.plan.find("exp")->action == ReloadAction::Remove);
+  REQUIRE(o.lane_pause_ns.size() == 2);
+  for (uint64_t p : o.lane_pause_ns) CHECK(p < 1'000'000'000ull);  // the flush waited 2 s here
+  CHECK(rt.replaced_held() >= 1);  // the exporter, draining off the data path
+  // It gives up on its collector by itself (TCP: 2 s), its rest counted.
+  for (int i = 0; i < 1500 && rt.replaced_held() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(rt.replaced_held() == 0);
+  rt.request_stop();
+  probe.wait_end();
+  RunTotals t = rt.totals();
+  CHECK(t.balanced());
+  CHECK(t.dropped == 0);  // no lane lost a packet for it
+  RecordTotals r = rt.record_totals();
+  CHECK(r.balanced());
+  uint64_t not_sent = 0;
+  for (const auto &[reason, n] : r.lost_by_reason)
+    if (reason == "not sent before removal") not_sent = n;
+  CHECK(not_sent > 0);
+  // The removed exporter: every record it took was sent or counted lost.
+  bool found = false;
+  for (const RetiredTotal &x : rt.replaced())
+    if (x.name == "exp") {
+      found = true;
+      CHECK(x.counters.records_in == x.counters.records_absorbed + x.counters.records_dropped());
+    }
+  CHECK(found);
 }

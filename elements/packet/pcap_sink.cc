@@ -182,7 +182,7 @@ class PcapSinkRuntime final : public RuntimeElement {
       if (data != rec + sizeof header) memcpy(rec + sizeof header, data, caplen);
       file_.end_record();
     }
-    rte_pktmbuf_free_bulk(batch.pkts, batch.count);
+    free_packets(batch.pkts, batch.count);
     batch.count = 0;
     if (file_.full()) write_out();
   }

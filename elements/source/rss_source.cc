@@ -10,6 +10,7 @@
 #include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/ring_count.hh"
 #include "engine/runtime/eth_device.hh"
 #include "engine/runtime/run_context.hh"
 
@@ -111,7 +112,7 @@ struct DeviceReader {
   ~DeviceReader() {
     for (rte_ring *r : lane_rings) {
       void *m;
-      while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf *>(m));
+      while (rte_ring_dequeue(r, &m) == 0) free_packet(static_cast<rte_mbuf *>(m));
       rte_ring_free(r);
     }
   }
@@ -126,7 +127,7 @@ struct DeviceReader {
     }
     bool room = true;
     if (dev->finite())  // offline: read only when every lane has room, never drop
-      for (rte_ring *r : lane_rings) room = room && rte_ring_free_count(r) >= burst;
+      for (rte_ring *r : lane_rings) room = room && ring_free_count(r) >= burst;
     if (room) {
       rte_mbuf *pkts[kMaxBurst];
       EthDevice::RxInfo info[kMaxBurst];
@@ -146,7 +147,7 @@ struct DeviceReader {
           if (lane_of[i] == l) per_lane[m++] = pkts[i];
         if (m == 0) continue;
         unsigned k = rte_ring_sp_enqueue_burst(lane_rings[l], reinterpret_cast<void *const *>(per_lane), m, nullptr);
-        for (unsigned i = k; i < m; ++i) rte_pktmbuf_free(per_lane[i]);
+        for (unsigned i = k; i < m; ++i) free_packet(per_lane[i]);
         if (k < m) lane_full[l]->add(m - k);
       }
       if (at_end) end.store(true, std::memory_order_release);
@@ -208,7 +209,7 @@ class RSSSourceRuntime final : public SourceElement {
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));
       if (batch.count == 0) {
         if (r.end.load(std::memory_order_acquire))
-          return rte_ring_count(mine) == 0 ? PollStatus::End : PollStatus::Idle;
+          return ring_count(mine) == 0 ? PollStatus::End : PollStatus::Idle;
         r.read_and_deal(ctx_.stop_sources);
         return PollStatus::Idle;
       }

@@ -170,6 +170,7 @@ class TrafficGenRuntime final : public SourceElement {
       no_buffer_.add();
       return PollStatus::Idle;  // buffers come back as the lane drains
     }
+    packets_acquired(batch.pkts, unsigned(n));
     for (size_t i = 0; i < n; ++i) {
       const GeneratedPacket &p = lane_->packets[next_ + i];
       rte_mbuf *m = batch.pkts[i];

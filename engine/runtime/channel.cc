@@ -24,7 +24,7 @@ Channel::Channel(const std::string &name, StreamType type, unsigned capacity, in
 Channel::~Channel() {
   if (type_ == StreamType::Packets) {  // packets still inside (an aborted run) go back to their pool
     rte_mbuf *m;
-    while (rte_ring_sc_dequeue_elem(ring_, &m, sizeof m) == 0) rte_pktmbuf_free(m);
+    while (rte_ring_sc_dequeue_elem(ring_, &m, sizeof m) == 0) free_packet(m);
   }
   rte_ring_free(ring_);
 }
@@ -57,14 +57,14 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
     if (++spins < 64)
       rte_pause();
     else
-      room_bell_.wait([&] { return rte_ring_free_count(ring_) > 0 || abort.load(std::memory_order_relaxed); },
+      room_bell_.wait([&] { return occupancy() < capacity_ || abort.load(std::memory_order_relaxed); },
                       1'000'000);
   }
   return done;
 }
 
 unsigned Channel::send(PacketBatch &batch, const std::atomic<bool> &abort) {
-  return send_items(batch.pkts, batch.count, abort, [&](unsigned i) { rte_pktmbuf_free(batch.pkts[i]); });
+  return send_items(batch.pkts, batch.count, abort, [&](unsigned i) { free_packet(batch.pkts[i]); });
 }
 
 unsigned Channel::send(FlowBatch &batch, const std::atomic<bool> &abort) {

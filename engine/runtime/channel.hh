@@ -13,6 +13,7 @@
 #include "engine/runtime/doorbell.hh"
 #include "engine/runtime/counters.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/ring_count.hh"
 
 namespace sluice {
 
@@ -60,14 +61,14 @@ class Channel {
   unsigned receive(PacketBatch &batch, unsigned max);
   unsigned receive(FlowBatch &batch, unsigned max);
   // Closed and drained: nothing will ever come again.
-  bool empty() const { return rte_ring_empty(ring_); }
+  bool empty() const { return occupancy() == 0; }
   bool closed() const { return closed_.load(std::memory_order_acquire); }
   bool finished() const {
-    return closed_.load(std::memory_order_acquire) && rte_ring_count(ring_) == 0;
+    return closed_.load(std::memory_order_acquire) && occupancy() == 0;
   }
 
   unsigned capacity() const { return capacity_; }
-  unsigned occupancy() const { return rte_ring_count(ring_); }
+  unsigned occupancy() const { return ring_count(ring_); }  // from any thread
   uint64_t max_occupancy() const { return max_occupancy_.get(); }
   uint64_t waits() const { return waits_.get(); }
 

@@ -144,18 +144,18 @@ void RuntimeElement::emit_made_flows(int port, FlowBatch &batch) {
 
 void RuntimeElement::drop(rte_mbuf *m, int reason) {
   counters.drops[reason].add();
-  rte_pktmbuf_free(m);
+  free_packet(m);
 }
 
 void RuntimeElement::drop_all(PacketBatch &batch, int reason) {
   counters.drops[reason].add(batch.count);
-  rte_pktmbuf_free_bulk(batch.pkts, batch.count);
+  free_packets(batch.pkts, batch.count);
   batch.count = 0;
 }
 
 void RuntimeElement::absorb_all(PacketBatch &batch) {
   counters.absorbed.add(batch.count);
-  rte_pktmbuf_free_bulk(batch.pkts, batch.count);
+  free_packets(batch.pkts, batch.count);
   batch.count = 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "engine/packet/pcap_record.hh"
 #include "engine/packet/rss_hash.hh"
+#include "engine/runtime/packet.hh"
 
 namespace sluice {
 
@@ -211,6 +212,7 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
   *end = false;
   if (spec_.kind != DeviceSpec::Kind::Pcap) {
     uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
+    packets_acquired(pkts, got);
     for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
     return got;
   }
@@ -221,6 +223,7 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
       if (!shadow_) throw std::runtime_error("device '" + spec_.text + "': " + err);
     }
     uint16_t got = rte_eth_rx_burst(ports_[current_], 0, pkts, n);
+    packets_acquired(pkts, got);
     if (got) {
       shadow_records(pkts, info, got);
       empty_polls_ = 0;

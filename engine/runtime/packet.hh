@@ -25,6 +25,44 @@ inline const PacketAnno &anno(const rte_mbuf *m) {
   return *static_cast<const PacketAnno *>(rte_mbuf_to_priv(const_cast<rte_mbuf *>(m)));
 }
 
+// ThreadSanitizer cannot see into DPDK's mempools (an uninstrumented
+// library): a buffer freed by one thread and allocated again by another
+// would look like a race. These say what the pool does: a free releases the
+// buffer, an allocation (or a receive from a device) acquires it. Nothing
+// in other builds.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_TSAN 1
+extern "C" void __tsan_acquire(void *addr);
+extern "C" void __tsan_release(void *addr);
+#endif
+#endif
+inline void packet_released(rte_mbuf *m) {
+#ifdef SLUICE_TSAN
+  __tsan_release(m);
+#else
+  (void)m;
+#endif
+}
+inline void packets_acquired(rte_mbuf *const *m, unsigned n) {
+#ifdef SLUICE_TSAN
+  for (unsigned i = 0; i < n; ++i) __tsan_acquire(m[i]);
+#else
+  (void)m, (void)n;
+#endif
+}
+// rte_pktmbuf_free and rte_pktmbuf_free_bulk, with the release.
+inline void free_packet(rte_mbuf *m) {
+  packet_released(m);
+  rte_pktmbuf_free(m);
+}
+inline void free_packets(rte_mbuf **m, unsigned n) {
+#ifdef SLUICE_TSAN
+  for (unsigned i = 0; i < n; ++i) __tsan_release(m[i]);
+#endif
+  rte_pktmbuf_free_bulk(m, n);
+}
+
 // Largest batch: the `burst` argument's upper bound.
 inline constexpr int kMaxBurst = 512;
 

@@ -29,10 +29,10 @@ std::vector<std::pair<std::string, uint64_t>> device_drops(const SourceElement *
 
 }  // namespace
 
-RunReport::RunReport(const Runtime &rt) : rt_(rt) {
+RunReport::RunReport(const Runtime &rt, bool with_lines) : rt_(rt) {
   for (const auto &e : rt.elements()) {
     ReportRow r{e->name(), e->class_name(), e->lane(), false, CounterValues(e->counters), {}, nullptr};
-    e->report(r.lines);
+    if (with_lines) e->report(r.lines);
     e->event_counts(r.events);
     r.source = dynamic_cast<const SourceElement *>(e.get());
     rows_.push_back(std::move(r));
@@ -279,7 +279,7 @@ std::string StatusLine::line(double t, double dt) {
 // reload may be swapping the graph (they wait for its switch).
 std::string Runtime::summary() const {
   auto lock = structure_lock();
-  return RunReport(*this).text();
+  return RunReport(*this, true).text();
 }
 std::string Runtime::summary_json() const {
   auto lock = structure_lock();

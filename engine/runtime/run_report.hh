@@ -29,7 +29,9 @@ struct ReportRow {
 
 class RunReport {
  public:
-  explicit RunReport(const Runtime &rt);
+  // with_lines: each element's own summary lines too (RuntimeElement::report,
+  // which reads its state: only once no segment runs, at the end of a run).
+  explicit RunReport(const Runtime &rt, bool with_lines = false);
   std::string text() const;
   std::string json() const;
   std::string elements_json() const;

@@ -2,7 +2,8 @@
 # Sluice developer entry point: one script that installs, builds, tests and demos.
 #   ./build.sh deps    install the Debian 12 packages the project needs (apt-get)
 #   ./build.sh build   configure and build into build/ (runs deps first if needed)
-#   ./build.sh test    build, then run the whole test suite (ctest) and the fuzz smoke run
+#   ./build.sh test    build, then run the whole test suite (ctest), the fuzz smoke run, and the
+#                      suite under ASan+UBSan and (reload, control) TSan
 #   ./build.sh demo    build, then run the default probe on the project's own trace
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -46,6 +47,32 @@ test_all() {
   build
   (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
   fuzz_smoke
+  [ "${SLUICE_SANITIZERS:-1}" = 0 ] || sanitized_tests
+}
+
+# The test suite again under sanitizers, each in a build of its own:
+# AddressSanitizer with UndefinedBehaviorSanitizer, every test; then
+# ThreadSanitizer, the hot-reload and control tests (threads meet there).
+# Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
+sanitized_tests() {
+  local asan="$BUILD-asan" tsan="$BUILD-tsan"
+  sanitized_build "$asan" address,undefined
+  echo "== the test suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+  (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     SLUICE_SOAK_RELOADS=40 ctest --output-on-failure -j "$JOBS")
+  sanitized_build "$tsan" thread
+  echo "== the reload and control tests under ThreadSanitizer"
+  (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 SLUICE_SOAK_RELOADS=30 \
+     ctest --output-on-failure -j "$JOBS" -R 'reload|ctl|control')
+}
+
+sanitized_build() {  # DIR SANITIZERS: the tests and what they run, nothing else
+  if [ ! -f "$1/build.ninja" ]; then
+    cmake -S "$ROOT" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DSLUICE_SANITIZE="$2"
+  fi
+  echo "== building under -fsanitize=$2 in $1"
+  cmake --build "$1" -j "$JOBS" --target sluice_tests
 }
 
 # Bounded libFuzzer runs, about 3.5 minutes in all, each from a seed corpus

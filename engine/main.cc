@@ -16,6 +16,7 @@
 #include <optional>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "dsl/literals.hh"
 #include "engine/control/control_server.hh"
@@ -309,15 +310,27 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
                           return ControlServer::Reply::error("usage: reload FILE [--dry-run]");
                         return reload(a[0], dry);
                       });
+  // SIGHUP: the reload runs on a thread of its own, so that the run loop
+  // (status line, --duration, replaced instances) goes on while the file
+  // compiles; one at a time, a SIGHUP meanwhile is taken after it.
+  std::thread sighup_reload;
+  std::atomic<bool> sighup_busy{false};
   rt.on_tick([&] {
-    if (!g_reload_requested.exchange(false)) return;
-    ControlServer::Reply r = ControlServer::Reply::error("");
-    try {
-      r = reload(args.file, false);
-    } catch (const std::exception &e) {  // nothing a reload meets may end the probe
-      r = ControlServer::Reply::error(std::string(e.what()) + "\n" + kReloadRefused);
-    }
-    std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
+    if (sighup_busy.load() || !g_reload_requested.exchange(false)) return;
+    if (sighup_reload.joinable()) sighup_reload.join();
+    sighup_busy = true;
+    sighup_reload = std::thread([&] {
+      ControlServer::Reply r = ControlServer::Reply::error("");
+      try {
+        r = reload(args.file, false);
+      } catch (const std::exception &e) {  // nothing a reload meets may end the probe
+        r = ControlServer::Reply::error(std::string(e.what()) + "\n" + kReloadRefused);
+      } catch (...) {
+        r = ControlServer::Reply::error(std::string("unexpected failure\n") + kReloadRefused);
+      }
+      std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
+      sighup_busy = false;
+    });
   });
   // The control and metrics threads do housekeeping: they start on the
   // plan's housekeeping cpu (threads inherit their creator's cpus).
@@ -345,6 +358,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
               << (jit.enabled ? "fused loops (JIT)" : "interpreter") << ", host "
               << (pipe->profile.path.empty() ? pipe->profile.name : pipe->profile.path) << "); Ctrl-C stops\n";
   rt.run();
+  if (sighup_reload.joinable()) sighup_reload.join();
   metrics.stop();
   control.stop();
   g_running = nullptr;

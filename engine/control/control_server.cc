@@ -90,6 +90,8 @@ ControlServer::Reply ControlServer::handle(const ControlArgs &request) {
     return entry.fn(args);
   } catch (const std::exception &e) {
     return Reply::error(e.what());
+  } catch (...) {  // nothing a request meets may end the probe
+    return Reply::error("the command failed unexpectedly");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -35,7 +36,7 @@ struct Compiled {
 const char *const kGraphs[] = {
     "src :: RSSSource(device \"0000:81:00.0\", queues 2);\n"
     "log :: shared FlowLog(\"/dev/null\");\n"
-    "src -> Ring(capacity 1K) -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> log;\n",
+    "src -> Timestamp(clock tsc) -> Ring(capacity 1K) -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> log;\n",
     "src :: RSSSource(device \"af_packet:eth0\", queues 3);\nsrc -> Timestamp(clock tsc) -> Discard;\n",
     "TrafficGen(queues 2) -> Ring(capacity 1K) -> Counter -> Discard;\n",
 };
@@ -66,8 +67,10 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     auto c = std::make_unique<Compiled>();
     Diagnostics diags(c->sm);
     if (!load_pipe_text("fuzz.pipe", text, FrontendOptions{}, c->sm, diags, c->graph) ||
-        !build_lanes(c->graph, diags, c->lanes))
+        !build_lanes(c->graph, diags, c->lanes)) {
+      diags.print(std::cerr);
       std::abort();  // the graphs are fixed: they must compile
+    }
     g_graphs.push_back(std::move(c));
   }
   std::atexit([] { std::filesystem::remove_all(g_sysfs); });

@@ -403,11 +403,20 @@ TEST_CASE("run: Ctrl-C stops the sources, drains the rings and prints the summar
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    std::string cmd = std::string(SLUICE_BINARY) + " run -q " + cfg + " --stats-json " + dir + "/stats.json > " + out + " 2>&1";
+    std::string cmd = std::string(SLUICE_BINARY) + " run -q " + cfg + " --stats-json " + dir + "/stats.json --control " +
+                      dir + "/ctl.sock > " + out + " 2>&1";
     execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), nullptr);
     _exit(127);
   }
-  usleep(1500 * 1000);
+  // Ctrl-C once packets flow (the control socket answers with a count),
+  // not after a fixed time: a loaded machine may still be starting.
+  for (int i = 0; i < 400; ++i) {
+    Run r = run_sluice("ctl --socket " + dir + "/ctl.sock stats --json");
+    std::smatch m;
+    if (r.status == 0 && std::regex_search(r.out, m, std::regex("\"received\": ([0-9]+)")) && std::stoull(m[1]) > 100)
+      break;
+    usleep(50 * 1000);
+  }
   kill(pid, SIGINT);
   int st = 0;
   waitpid(pid, &st, 0);
@@ -466,9 +475,15 @@ static bool capture_through_kernel(const std::string &kind, int veth_queues) {
                                                         dir + "/lane-$queue.pcap\");\n");
   std::string out = dir + "/out.txt";
   std::string probe = "ip netns exec " + ns.name + " " + SLUICE_BINARY + " run -q " + cfg +
-                      " --duration 4s --stats-json " + dir + "/stats.json > " + out + " 2>&1 &";
+                      " --duration 4s --stats-json " + dir + "/stats.json --control " + dir + "/ctl.sock > " + out +
+                      " 2>&1 &";
   REQUIRE(system(probe.c_str()) == 0);
-  usleep(1500 * 1000);  // EAL and the device are up well before this
+  // The control socket answers once the device is open and the loops run
+  // (a fixed wait was too short on a loaded machine: packets went unseen).
+  for (int i = 0; i < 200 && run_sluice("ctl --socket " + dir + "/ctl.sock help").status != 0; ++i) {
+    if (read_file(out).find("cannot open device") != std::string::npos) break;
+    usleep(100 * 1000);
+  }
   std::string early = read_file(out);
   if (kind == "af_xdp" && early.find("cannot open device") != std::string::npos) {
     WARN("af_xdp test skipped: " << early);

@@ -63,10 +63,13 @@ inline bool have_nfdump() {
   return false;
 }
 
-// nfcapd writing into `dir` (made here), listening on 127.0.0.1:port.
-inline Collector nfcapd_at(const std::string &dir, int port) {
+// nfcapd writing into `dir` (made here), listening on 127.0.0.1:port;
+// `netns`: in that network namespace's loopback.
+inline Collector nfcapd_at(const std::string &dir, int port, const std::string &netns = "") {
   std::filesystem::create_directories(dir);
-  return Collector({"nfcapd", "-w", dir, "-p", std::to_string(port), "-b", "127.0.0.1"});
+  std::vector<std::string> argv = {"nfcapd", "-w", dir, "-p", std::to_string(port), "-b", "127.0.0.1"};
+  if (!netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns});
+  return Collector(argv);
 }
 
 // nfdump -I over a collector's directory: "Flows" and "Sequence failures".

@@ -34,6 +34,7 @@
 #include "engine/traffic/traffic_model.hh"
 #include "pcap_fixture.hh"
 #include "collector_fixture.hh"
+#include "flow_csv_fixture.hh"
 #include "frontend_fixture.hh"
 #include "run_fixture.hh"
 
@@ -62,42 +63,6 @@ uint64_t exporter_drops(const std::string &json, const std::string &reason) {
   std::smatch m;
   if (!std::regex_search(json, m, std::regex("\"name\": \"exp\"[^\n]*\"" + reason + "\": ([0-9]+)"))) return 0;
   return std::stoull(m[1]);
-}
-
-// One FlowLog CSV line, one direction of a flow.
-struct Line {
-  uint64_t start_ms, end_ms;
-  unsigned proto;
-  std::string src;
-  unsigned sport;
-  std::string dst;
-  unsigned dport;
-  uint64_t packets, bytes;
-  unsigned flags;
-  std::string reason;
-  unsigned vlan, lane;
-  std::string key() const {
-    return std::to_string(proto) + " " + src + " " + std::to_string(sport) + " " + dst + " " + std::to_string(dport);
-  }
-};
-
-std::vector<Line> read_csv(const std::string &path) {
-  std::ifstream f(path);
-  std::string header, l;
-  REQUIRE(std::getline(f, header));
-  CHECK(header == "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane");
-  std::vector<Line> out;
-  while (std::getline(f, l)) {
-    std::vector<std::string> c;
-    std::stringstream ss(l);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) c.push_back(cell);
-    REQUIRE(c.size() == 13);
-    out.push_back({std::stoull(c[0]), std::stoull(c[1]), unsigned(std::stoul(c[2])), c[3], unsigned(std::stoul(c[4])), c[5],
-                   unsigned(std::stoul(c[6])), std::stoull(c[7]), std::stoull(c[8]), unsigned(std::stoul(c[9])), c[10],
-                   unsigned(std::stoul(c[11])), unsigned(std::stoul(c[12]))});
-  }
-  return out;
 }
 
 std::string addr_text(const uint8_t *a, bool v6) {
@@ -361,14 +326,6 @@ Run run_into_nfcapd(const std::string &dir, const std::string &metered, const st
   return r;
 }
 
-std::string canonical_addr(std::string a) {
-  a.erase(std::remove(a.begin(), a.end(), ' '), a.end());
-  unsigned char buf[16];
-  char out[INET6_ADDRSTRLEN];
-  if (inet_pton(AF_INET, a.c_str(), buf) == 1) return inet_ntop(AF_INET, buf, out, sizeof out);
-  if (inet_pton(AF_INET6, a.c_str(), buf) == 1) return inet_ntop(AF_INET6, buf, out, sizeof out);
-  return a;
-}
 
 std::vector<std::string> split(const std::string &s, char sep) {
   std::vector<std::string> out;
@@ -538,40 +495,9 @@ TEST_CASE("flows: on a real trace, per 5-tuple packet totals agree with tshark's
   CHECK(r.out.find("more than a day off") == std::string::npos);
   CHECK(r.out.find("jumps followed") == std::string::npos);
 
-  // The key both count by: protocol and the two endpoints, unordered; ports
-  // only for TCP, UDP and SCTP (ICMP's type and code are not ports to tshark).
-  auto key = [](std::string proto, const std::string &a, std::string ap, const std::string &b, std::string bp) {
-    if (proto != "6" && proto != "17" && proto != "132") ap = bp = "0";
-    std::string x = canonical_addr(a) + "/" + ap, y = canonical_addr(b) + "/" + bp;
-    return proto + " " + std::min(x, y) + " " + std::max(x, y);
-  };
-  std::map<std::string, uint64_t> ours, theirs;
-  uint64_t ours_total = 0;
-  for (const Line &l : read_csv(dir + "/flows.csv")) {
-    ours[key(std::to_string(l.proto), l.src, std::to_string(l.sport), l.dst, std::to_string(l.dport))] += l.packets;
-    ours_total += l.packets;
-  }
-  Run t = run_cmd("tshark -r " + trace.string() +
-                  " -T fields -E separator='|' -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst -e ip.proto -e ipv6.nxt"
-                  " -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport 2>/dev/null");
-  REQUIRE(t.status == 0);
-  std::stringstream ss(t.out);
-  std::string row;
-  uint64_t theirs_total = 0;
-  auto first = [](const std::string &s) { return s.substr(0, s.find(',')); };
-  while (std::getline(ss, row)) {
-    std::vector<std::string> c;
-    size_t start = 0;
-    for (size_t i = 0; i <= row.size(); ++i)
-      if (i == row.size() || row[i] == '|') c.push_back(row.substr(start, i - start)), start = i + 1;
-    if (c.size() != 10) continue;
-    std::string src = first(c[0].empty() ? c[2] : c[0]), dst = first(c[1].empty() ? c[3] : c[1]);
-    if (src.empty()) continue;  // not IP
-    std::string proto = first(c[4].empty() ? c[5] : c[4]);
-    std::string sp = first(c[6].empty() ? c[8] : c[6]), dp = first(c[7].empty() ? c[9] : c[7]);
-    theirs[key(proto, src, sp.empty() ? "0" : sp, dst, dp.empty() ? "0" : dp)]++;
-    ++theirs_total;
-  }
+  uint64_t ours_total = 0, theirs_total = 0;
+  std::map<std::string, uint64_t> ours = flowlog_packets(read_csv(dir + "/flows.csv"), &ours_total);
+  std::map<std::string, uint64_t> theirs = tshark_packets(trace.string(), &theirs_total);
   uint64_t matched = 0;
   for (auto &[k, n] : theirs) matched += std::min(n, ours.count(k) ? ours[k] : 0);
   double agreement = double(matched) / double(theirs_total);

@@ -24,6 +24,7 @@
 #include "engine/packet/rss_hash.hh"
 #include "engine/traffic/traffic_model.hh"
 #include "pcap_fixture.hh"
+#include "netns_fixture.hh"
 #include "run_fixture.hh"
 
 using namespace sluice;
@@ -429,29 +430,6 @@ TEST_CASE("run: Ctrl-C stops the sources, drains the rings and prints the summar
   CHECK(read_file(out).find("every packet accounted for") != std::string::npos);
 }
 
-namespace {
-// A network namespace with a veth pair of `queues` queues each, removed at
-// the end. Needs root (CAP_NET_ADMIN); `ok` is false, with the reason, otherwise.
-struct VethNamespace {
-  std::string name = "sluice-test-" + std::to_string(getpid());
-  bool ok = false;
-  std::string why;
-  explicit VethNamespace(int queues) {
-    std::string q = " numtxqueues " + std::to_string(queues) + " numrxqueues " + std::to_string(queues);
-    if (geteuid() != 0) {
-      why = "not root";
-      return;
-    }
-    std::string ns = "ip netns exec " + name + " ";
-    ok = system(("ip netns add " + name + " 2>/dev/null").c_str()) == 0 &&
-         system((ns + "ip link add va" + q + " type veth peer name vb" + q).c_str()) == 0 &&
-         system((ns + "sysctl -qw net.ipv6.conf.all.disable_ipv6=1").c_str()) == 0 &&
-         system((ns + "ip link set va up").c_str()) == 0 && system((ns + "ip link set vb up").c_str()) == 0;
-    if (!ok) why = "cannot create a network namespace with a veth pair here";
-  }
-  ~VethNamespace() { system(("ip netns del " + name + " 2>/dev/null").c_str()); }
-};
-}  // namespace
 
 // Sends a generated trace from one end of a veth pair and captures it with
 // `device` on the other; returns false (after WARN) when the device cannot

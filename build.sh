@@ -15,7 +15,7 @@ JOBS=${JOBS:-$(nproc)}
 PACKAGES=(build-essential cmake ninja-build pkg-config
           clang-19 llvm-19-dev libclang-rt-19-dev
           libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev
-          libcpp-httplib-dev
+          libcpp-httplib-dev libsystemd-dev
           graphviz tshark tcpdump
           prometheus  # promtool checks the metrics endpoint's output
           nfdump pmacct softflowd)  # collectors and a flow meter the tests and benchmarks compare with

@@ -3,6 +3,7 @@
 // errors, 3 a run that completed but lost data.
 #include <sched.h>
 #include <signal.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -227,8 +228,17 @@ bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std:
   return false;
 }
 
-int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, bool quiet,
+// How much `sluice run` prints while it runs: nothing but errors and the
+// summary (-q); the status line once a second (on a terminal, or --status).
+struct RunOutput {
+  bool quiet = false;
+  bool status = false;  // --status: also when stderr is not a terminal (a journal would get 86,400 lines a day)
+  bool status_line() const { return !quiet && (status || isatty(STDERR_FILENO)); }
+};
+
+int run_config(const ConfigArgs &args, const std::string &host, const std::string &duration, const RunOutput &output,
                const std::string &stats_json, const ProbeAccess &access, const JitChoice &jit) {
+  const bool quiet = output.quiet;
   int rc = kExitClean;
   std::shared_ptr<CompiledPipe> pipe = compile(args, &rc);
   if (!pipe) return rc;
@@ -256,7 +266,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   if (int prc = place(*pipe, host); prc != kExitClean) return prc;
   const Placement &placement = *pipe->placement;
   opts.eal_args = pipe->profile.eal_args;
-  opts.status_line = !quiet;
+  opts.status_line = output.status_line();
   opts.jit = jit.enabled;
 
   struct sigaction sa {};
@@ -320,6 +330,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
     if (sighup_reload.joinable()) sighup_reload.join();
     sighup_busy = true;
     sighup_reload = std::thread([&] {
+      sd_notify(0, "RELOADING=1\nSTATUS=reloading");  // systemd (Type=notify): `systemctl reload` in progress
       ControlServer::Reply r = ControlServer::Reply::error("");
       try {
         r = reload(args.file, false);
@@ -329,6 +340,8 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
         r = ControlServer::Reply::error(std::string("unexpected failure\n") + kReloadRefused);
       }
       std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
+      std::string status = r.text.substr(0, r.text.find('\n'));
+      sd_notify(0, ("READY=1\nSTATUS=" + std::string(r.ok ? "reloaded: " : "reload refused: ") + status).c_str());
       sighup_busy = false;
     });
   });
@@ -357,7 +370,11 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
               << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, "
               << (jit.enabled ? "fused loops (JIT)" : "interpreter") << ", host "
               << (pipe->profile.path.empty() ? pipe->profile.name : pipe->profile.path) << "); Ctrl-C stops\n";
+  // systemd (Type=notify): ready once the devices are open, the loops
+  // compiled and the control socket answers. A no-op elsewhere.
+  sd_notify(0, ("READY=1\nSTATUS=running " + args.file).c_str());
   rt.run();
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining and exporting the last records");
   if (sighup_reload.joinable()) sighup_reload.join();
   metrics.stop();
   control.stop();
@@ -425,17 +442,20 @@ int main(int argc, char **argv) {
 
   ConfigArgs run_args;
   std::string run_host, run_duration, run_stats;
-  bool run_quiet = false;
+  RunOutput run_output;
   auto *run = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
   run_args.add_to(run);
   run->add_option("--host", run_host, "host profile (YAML); default configs/laptop.yaml")->type_name("PROFILE.yaml");
   run->add_option("--duration", run_duration, "stop after this long (e.g. 30s, 5min); default: end of input or Ctrl-C")
       ->type_name("T");
-  run->add_flag("-q,--quiet", run_quiet, "no status line");
+  run->add_flag("-q,--quiet", run_output.quiet, "print nothing while running but errors: no status line, no start messages");
+  run->add_flag("--status", run_output.status,
+                "print the status line once a second also when stderr is not a terminal (by default only on one)");
   run->add_option("--stats-json", run_stats, "also write the run summary as JSON to this file")->type_name("FILE");
   ProbeAccess run_access;
   run->add_option("--control", run_access.control,
-                  "control socket for `sluice ctl`; default $XDG_RUNTIME_DIR/sluice/PID.sock, else /tmp/sluice-UID/PID.sock")
+                  "control socket for `sluice ctl`; default $XDG_RUNTIME_DIR/sluice/PID.sock, else /run/sluice/PID.sock for "
+                  "root and /tmp/sluice-UID/PID.sock for other users")
       ->type_name("PATH");
   run->add_option("--metrics", run_access.metrics,
                   "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1, PORT 0 picks one")
@@ -503,7 +523,7 @@ int main(int argc, char **argv) {
       return kExitUsage;
     }
     run_jit.enabled = !no_jit;
-    return run_config(run_args, run_host, run_duration, run_quiet, run_stats, run_access, run_jit);
+    return run_config(run_args, run_host, run_duration, run_output, run_stats, run_access, run_jit);
   }
   if (*ctl) return control_client(ctl_socket, ctl->remaining());
 

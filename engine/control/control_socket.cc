@@ -15,9 +15,13 @@
 
 namespace sluice {
 
+// The user's runtime directory; for root without one (a service, sudo -i)
+// /run/sluice, where the systemd unit puts its sockets too; others' under
+// /tmp, checked to be theirs alone.
 std::string default_control_dir() {
   const char *xdg = getenv("XDG_RUNTIME_DIR");
   if (xdg && *xdg) return std::string(xdg) + "/sluice";
+  if (geteuid() == 0) return "/run/sluice";
   return "/tmp/sluice-" + std::to_string(geteuid());
 }
 

@@ -64,7 +64,7 @@ TEST_CASE("flow clock: one packet dated years ahead is dated at the clock, the r
   CHECK(c.now() == kT0 + 4 * kS);
 }
 
-TEST_CASE("flow clock: a packet dated back is dated at the clock; so is one without a time", "[flow_clock]") {
+TEST_CASE("flow clock: a packet dated back is dated at the clock, so is one without a time", "[flow_clock]") {
   FlowClock c;
   auto d = date_all(c, {kT0 + 10 * kS, kT0 + 9 * kS, kT0 + 10 * kS - 30 * 60 * kS, 0, kT0 - 2 * kDay, kT0 + 11 * kS});
   CHECK(d[1].how == Dating::Behind);
@@ -111,7 +111,7 @@ TEST_CASE("flow clock: a jump back for good is followed by shifting later times,
   CHECK(e[1].t == kT0 + kS + 6 * kS);
 }
 
-TEST_CASE("flow clock: dated times never go back; a far packet is as if it were not there, but for its own time", "[flow_clock]") {
+TEST_CASE("flow clock: dated times never go back, a far packet is as if it were not there, but for its own time", "[flow_clock]") {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 200; ++round) {
     // a trace with jitter backwards, gaps of up to hours, and one far packet

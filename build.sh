@@ -5,6 +5,8 @@
 #   ./build.sh test    build, then run the whole test suite (ctest), the fuzz smoke run, and the
 #                      suite under ASan+UBSan and (reload, control) TSan
 #   ./build.sh demo    build, then run the default probe on the project's own trace
+#   ./build.sh package build the Debian package (build/sluice_VERSION_amd64.deb) and check it:
+#                      dependencies, contents, the installed sluice run from an unpacked root
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -16,6 +18,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
           clang-19 llvm-19-dev libclang-rt-19-dev
           libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev
           libcpp-httplib-dev libsystemd-dev
+          help2man dpkg-dev file  # the man page from the CLI's help; the .deb (CPack, dpkg-shlibdeps)
           graphviz tshark tcpdump
           prometheus  # promtool checks the metrics endpoint's output
           nfdump pmacct softflowd)  # collectors and a flow meter the tests and benchmarks compare with
@@ -38,14 +41,21 @@ build() {
   deps
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DCMAKE_INSTALL_PREFIX=/usr
   fi
   cmake --build "$BUILD" -j "$JOBS"
+}
+
+# The Debian package, and the check that it installs and runs on its own.
+package() {
+  build
+  tests/package/check_package.sh "$BUILD"
 }
 
 test_all() {
   build
   (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
+  tests/package/check_package.sh "$BUILD"
   fuzz_smoke
   [ "${SLUICE_SANITIZERS:-1}" = 0 ] || sanitized_tests
 }
@@ -210,5 +220,6 @@ case "${1:-build}" in
   test) test_all ;;
   fuzz) build; fuzz_smoke ;;
   demo) demo ;;
-  *) echo "usage: $0 deps|build|test|fuzz|demo" >&2; exit 2 ;;
+  package) package ;;
+  *) echo "usage: $0 deps|build|test|fuzz|demo|package" >&2; exit 2 ;;
 esac

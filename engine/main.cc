@@ -415,7 +415,7 @@ int emit_ir(std::shared_ptr<const CompiledPipe> pipe, const JitChoice &jit) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"Sluice: a declarative packet-pipeline engine and flow probe"};
+  CLI::App app{"Sluice: a declarative packet-pipeline engine and flow probe", "sluice"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
   app.footer("Run `sluice COMMAND --help` for the options of a command. Docs: docs/language.md, docs/elements.md");

@@ -425,7 +425,7 @@ std::string default_host_profile_path() {
   bool in_build_tree = !ec && std::mismatch(build_tree.begin(), build_tree.end(), exe.begin(), exe.end()).first ==
                                   build_tree.end();
   fs::path profile = in_build_tree ? fs::path(SLUICE_SOURCE_DIR "/configs/laptop.yaml")
-                                   : fs::path(SLUICE_SHARE_DIR "/configs/laptop.yaml");
+                                   : fs::path(SLUICE_CONFIG_DIR "/laptop.yaml");
   return fs::exists(profile, ec) ? profile.string() : "";
 }
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The Debian package as a user gets it: built with CPack, its dependencies
+# resolvable from Debian 12's archive (apt-get --simulate), unpacked into a
+# fresh root, and the installed sluice run there on a trace with the
+# installed configuration, nothing from the build tree: every packet and
+# flow record accounted for, and nfcapd (when installed) collects every
+# record. Also checks the man page and the systemd unit it ships.
+#   tests/package/check_package.sh BUILD_DIR
+set -euo pipefail
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+fail() { echo "check_package: FAILED: $*" >&2; exit 1; }
+
+echo "== the Debian package: cpack"
+cmake -DCMAKE_INSTALL_PREFIX=/usr "$BUILD" > /dev/null
+cmake --build "$BUILD" --target sluice sluice_man_page > /dev/null
+rm -f "$BUILD"/sluice_*.deb
+(cd "$BUILD" && cpack -G DEB > /dev/null 2>&1) || (cd "$BUILD" && cpack -G DEB)
+DEB=$(ls "$BUILD"/sluice_*_amd64.deb)
+echo "   $DEB"
+
+# DPDK's drivers are loaded at run time: dpkg-shlibdeps cannot see them.
+DEPENDS=$(dpkg-deb -f "$DEB" Depends)
+for pmd in librte-net-pcap23 librte-net-af-packet23 librte-mempool-ring23 librte-bus-vdev23 librte-eal23 libllvm19; do
+  [[ "$DEPENDS" == *"$pmd"* ]] || fail "Depends lacks $pmd: $DEPENDS"
+done
+# Every dependency exists in the archive, in a version that satisfies it.
+if apt-get install --simulate -q "$DEB" > "$BUILD/apt-simulate.txt" 2>&1; then
+  echo "   apt-get would install it with its dependencies"
+else
+  cat "$BUILD/apt-simulate.txt" >&2
+  fail "apt-get cannot satisfy the package's dependencies"
+fi
+[ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | grep -c '^/etc/sluice/')" -ge 2 ] ||
+  fail "the configurations in /etc/sluice are not conffiles"
+
+ROOT=$(mktemp -d /tmp/sluice-root.XXXXXX)
+WORK=$(mktemp -d /tmp/sluice-package-run.XXXXXX)
+trap 'rm -rf "$ROOT" "$WORK"; [ -n "${NFCAPD:-}" ] && kill "$NFCAPD" 2>/dev/null || true' EXIT
+dpkg-deb -x "$DEB" "$ROOT"
+for f in usr/bin/sluice etc/sluice/flowprobe.pipe etc/sluice/laptop.yaml usr/lib/systemd/system/sluice@.service \
+         usr/share/man/man1/sluice.1.gz usr/share/doc/sluice/README.md; do
+  [ -e "$ROOT/$f" ] || fail "/$f is not in the package"
+done
+! ldd "$ROOT/usr/bin/sluice" | grep -q "not found" || fail "the installed sluice misses libraries: $(ldd "$ROOT/usr/bin/sluice" | grep 'not found')"
+zcat "$ROOT/usr/share/man/man1/sluice.1.gz" | grep -q '^.SH "COMMAND RUN"' || fail "the man page has no section for sluice run"
+zcat "$ROOT/usr/share/man/man1/sluice.1.gz" | grep -q -- '--stats-json' || fail "the man page lacks run's options"
+grep -q '^Type=notify' "$ROOT/usr/lib/systemd/system/sluice@.service" || fail "the unit is not Type=notify"
+if command -v systemd-analyze > /dev/null; then
+  # The unit as shipped, its binary pointed at the unpacked one; any
+  # warning (an unknown key, a command that is not there) fails.
+  mkdir -p "$WORK/unit"
+  sed "s|/usr/bin/sluice|$ROOT/usr/bin/sluice|g" "$ROOT/usr/lib/systemd/system/sluice@.service" > "$WORK/unit/sluice@.service"
+  systemd-analyze verify --man=no "$WORK/unit/sluice@probe.service" > "$WORK/verify.txt" 2>&1 || true
+  if [ -s "$WORK/verify.txt" ]; then
+    cat "$WORK/verify.txt" >&2
+    fail "systemd-analyze verify reports problems in sluice@.service"
+  fi
+  echo "   systemd-analyze verify: sluice@.service clean"
+else
+  echo "   systemd-analyze is not here: the unit's syntax is not verified"
+fi
+
+echo "== the installed sluice, from the unpacked root, on a trace it makes itself"
+cd "$WORK"  # nowhere near the source or build tree
+"$ROOT/usr/bin/sluice" --version
+"$ROOT/usr/bin/sluice" run -q "$ROOT/usr/share/doc/sluice/examples/make_trace.pipe" -D OUT="$WORK/trace.pcap" \
+  --host "$ROOT/etc/sluice/laptop.yaml" > make.txt 2>&1 || { cat make.txt; fail "making a trace"; }
+PORT=$((20000 + RANDOM % 20000))
+COLLECT=""
+if command -v nfcapd > /dev/null; then
+  mkdir -p nfcapd
+  nfcapd -w "$WORK/nfcapd" -p "$PORT" -b 127.0.0.1 > /dev/null 2>&1 &
+  NFCAPD=$!
+  sleep 1
+  COLLECT=yes
+fi
+rc=0
+"$ROOT/usr/bin/sluice" run "$ROOT/etc/sluice/flowprobe.pipe" --host "$ROOT/etc/sluice/laptop.yaml" \
+  -D DEVICE="pcap:$WORK/trace.pcap" -D COLLECTOR="127.0.0.1:$PORT" -D FLOWS="$WORK/flows.csv" \
+  --stats-json stats.json > run.txt 2>&1 || rc=$?
+tail -4 run.txt
+grep -q "every packet accounted for" run.txt || { cat run.txt; fail "packets not accounted for"; }
+made=$(sed -n 's/.*records: made \([0-9]*\) .*/\1/p' run.txt)
+lines=$(($(wc -l < flows.csv) - 1))
+[ "${made:-0}" -gt 1000 ] || fail "the probe made ${made:-no} records"
+[ "$lines" -ge "$made" ] || fail "flows.csv has $lines lines for $made records"
+if [ -n "$COLLECT" ]; then
+  [ "$rc" = 0 ] || { cat run.txt; fail "exit status $rc with a collector listening"; }
+  kill "$NFCAPD"; wait "$NFCAPD" 2>/dev/null || true; NFCAPD=""
+  flows=$(nfdump -R nfcapd -I | sed -n 's/^Flows: \([0-9]*\)/\1/p')
+  [ "$flows" = "$made" ] || fail "nfcapd collected $flows flows of $made records"
+  echo "   $made records made, $lines lines in flows.csv, nfcapd collected $flows"
+else
+  echo "   $made records made, $lines lines in flows.csv (nfdump not installed: no collector check)"
+fi
+echo "== the package: ok"

@@ -202,6 +202,7 @@ demo() {
   fi
   echo "== sluice run configs/flowprobe.pipe (the default probe: 2 lanes, IPFIX to 127.0.0.1:4739, FlowLog to flows.csv)"
   local status=0
+  rm -f flows.csv  # FlowLog appends to a file it finds: the demo shows this run's flows
   "$sluice" run configs/flowprobe.pipe || status=$?
   echo "== the first flows of flows.csv ($(($(wc -l < flows.csv) - 1)) lines; a biflow is two lines)"
   head -15 flows.csv | column -t -s,

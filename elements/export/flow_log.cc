@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/runtime/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/record_file.hh"
 #include "engine/runtime/run_context.hh"
@@ -29,7 +30,16 @@ const ElementSpec &flow_log_spec() {
               "`idle timeout`, `active timeout`, `end of flow`, `forced end`, `lack of resources`.\n\n"
               "With several lanes, give each its own file with `$queue` (`FlowLog(\"flows-$queue.csv\")`), or "
               "declare the log `shared` to write the records of all lanes into one file.\n\n"
-              "Lines are written in blocks of about 1 MiB, and at the end of the run. A record counts as "
+              "Lines are written in blocks of about 1 MiB, at least once a second, and at the end of the run. "
+              "A file that exists when the run starts is appended to (`existing append`, the default): a "
+              "restarted probe loses no earlier line. A file that is moved or removed while the probe runs "
+              "(logrotate, `mv`) is started anew at its path with the next write.\n\n"
+              "Rotation: with `rotate_size` or `rotate_every`, the file is renamed `FILE.YYYYMMDDTHHMMSSZ` "
+              "(the time it was closed, UTC) and a new one begun, with its own CSV header, before a block "
+              "would take it past `rotate_size` (records are never split between files) and at every "
+              "multiple of `rotate_every` on the clock (`rotate_every 1h`: on the hour); `keep` removes the "
+              "oldest rotated files beyond that number.\n\n"
+              "A record counts as "
               "written (`records_absorbed`) once all its lines are in the file. A write that fails (a full "
               "disk, an I/O error) loses the records of its block: they are counted as lost, reason "
               "\"write error\", the error is printed once, and the next block is tried again. A record cut "
@@ -45,8 +55,22 @@ const ElementSpec &flow_log_spec() {
           .arg(ArgSpec::string("file")
                    .def("\"-\"")
                    .pos()
-                   .describe("Path of the file to write, replaced if it exists when the run starts (appended to "
-                             "after a hot reload, see above); `-` is standard output."))
+                   .describe("Path of the file to write; `-` is standard output."))
+          .arg(ArgSpec::symbol("existing", {"append", "replace"})
+                   .def("append")
+                   .describe("A file that exists when the run starts: `append` to it (the CSV header only "
+                             "into an empty file), or `replace` it. After a hot reload the file is always "
+                             "appended to."))
+          .arg(ArgSpec::bytes("rotate_size")
+                   .def("0B")
+                   .describe("Rotate the file before it would grow past this size; 0: never."))
+          .arg(ArgSpec::duration("rotate_every")
+                   .def("0s")
+                   .describe("Rotate the file at every multiple of this time on the wall clock (UTC), when "
+                             "it holds records; 0: never."))
+          .arg(ArgSpec::count("keep")
+                   .def("0")
+                   .describe("Rotated files to keep, the oldest removed beyond; 0: keep them all."))
           .arg(ArgSpec::symbol("format", {"csv", "jsonl"})
                    .def("csv")
                    .describe("`csv`: comma-separated values after a header line naming the columns; `jsonl`: "
@@ -73,13 +97,27 @@ class FlowLogRuntime final : public RuntimeElement {
   FlowLogRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c), file_(name(), "records", counters.write_errors, kBlock) {
     path_ = arg("file").text;
     jsonl_ = arg("format").text == "jsonl";
+    replace_ = arg("existing").text == "replace";
     write_error_ = counters.reason("write error", true);
+    file_.set_rotation({uint64_t(arg("rotate_size").integer), uint64_t(arg("rotate_every").integer),
+                        unsigned(arg("keep").integer)});
   }
 
   void prepare() override {
     bool written_before = ctx_.claim_output_file(path_, name());
-    file_.open(path_, written_before ? RecordFile::Open::Append : RecordFile::Open::Replace,
+    file_.open(path_, replace_ && !written_before ? RecordFile::Open::Replace : RecordFile::Open::Append,
                jsonl_ ? "" : "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane\n");
+  }
+  // Lines reach the file within about a second (a reader tailing it, a
+  // crash), and a time rotation happens on time even with no record coming.
+  bool wants_tick() const override { return true; }
+  void tick() override {
+    if (++ticks_ % 256) return;
+    uint64_t now = mono_ns();
+    if (now - last_write_ns_ < 1000000000ull) return;
+    last_write_ns_ = now;
+    if (!file_.empty()) write_out();
+    else file_.rotate_if_due();
   }
   void flush() override {
     write_out();
@@ -90,10 +128,12 @@ class FlowLogRuntime final : public RuntimeElement {
     std::string failed = !file_.failed_writes() ? ""
                          : "; " + std::to_string(file_.failed_writes()) + " failed writes (" + file_.last_error() +
                                ") lost " + std::to_string(counters.drops[write_error_].get()) + " records";
-    lines.push_back("wrote " + std::to_string(lines_) + " lines to " + where + failed);
+    std::string rotated = file_.rotations() ? ", rotated " + std::to_string(file_.rotations()) + " times" : "";
+    lines.push_back("wrote " + std::to_string(lines_) + " lines to " + where + rotated + failed);
   }
   void report_metrics(MetricSink &out) const override {
     out.counter("flow_log_lines_total", "Lines a FlowLog wrote.", double(lines_));
+    out.counter("flow_log_rotations_total", "Files a FlowLog rotated.", double(file_.rotations()));
     file_.report_metrics(out);
   }
 
@@ -114,6 +154,7 @@ class FlowLogRuntime final : public RuntimeElement {
  private:
   // A record counts as written once all its lines are in the file.
   void write_out() {
+    last_write_ns_ = mono_ns();
     RecordFile::Written w = file_.write_buffer();
     counters.records_absorbed.add(w.records);
     lines_ += w.weight;
@@ -143,8 +184,9 @@ class FlowLogRuntime final : public RuntimeElement {
   }
 
   std::string path_;
-  bool jsonl_ = false;
+  bool jsonl_ = false, replace_ = false;
   RecordFile file_;
+  uint64_t ticks_ = 0, last_write_ns_ = 0;
   int write_error_;
   uint64_t lines_ = 0;
 };

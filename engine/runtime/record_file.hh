@@ -5,6 +5,10 @@
 // free up). Every write appends (O_APPEND), so that an instance a hot reload
 // made writes after what its predecessor flushed at the switch, whatever the
 // order in which the two opened the file.
+//
+// A file can also rotate (by size, by time, keeping the newest N) and
+// follows its path: when the path no longer names the file being written
+// (logrotate, mv), the next write opens it anew.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +38,19 @@ class RecordFile {
   RecordFile(const RecordFile &) = delete;
   RecordFile &operator=(const RecordFile &) = delete;
 
+  // Rotation: the file in use is renamed PATH.YYYYMMDDTHHMMSSZ (its closing
+  // time, UTC; -N added when taken) and a new one started, before a write
+  // would take it past max_bytes (whole records: a record larger than that
+  // gets a file of its own), and at every multiple of every_ns of the wall
+  // clock (a file holding no record is not rotated). keep: the rotated files
+  // kept, the oldest removed beyond it (0: all). 0 turns each off.
+  struct Rotation {
+    uint64_t max_bytes = 0, every_ns = 0;
+    unsigned keep = 0;
+  };
+  void set_rotation(const Rotation &r) { rotation_ = r; }
+  uint64_t rotations() const { return rotations_; }
+
   // Opens `path` ("-": standard output). `header` goes first into an empty
   // file: written now, or, when that fails, before the next records while
   // the file is still empty. Throws std::runtime_error when the file cannot
@@ -53,6 +70,9 @@ class RecordFile {
   void end_record(uint32_t weight = 1) { ends_.push_back({uint32_t(buf_.size()), weight}); }
   // The buffer is worth a write (call write_buffer()).
   bool full() const { return buf_.size() >= block_; }
+  bool empty() const { return ends_.empty(); }
+  // A time rotation that is due, done now (at most one clock read per call).
+  void rotate_if_due();
 
   // What a write of the buffer did: records (and their weight) now in the
   // file, and records lost to a failed write.
@@ -79,11 +99,24 @@ class RecordFile {
   size_t write_all(const uint8_t *p, size_t n);
   bool write_pending_header();
   void failed(int err);
+  void open_fd(bool truncate);
+  // Records [first, last) of the buffer into the file.
+  Written write_records(size_t first, size_t last);
+  // A new file when the path names another one now (or none).
+  void follow_path();
+  void rotate();
+  void remove_old_rotations();
+  uint64_t next_rotation_after(uint64_t wall) const;
 
   std::string who_, unit_, path_;
   int fd_ = -1;
   bool regular_ = false;  // a regular file (not standard output): a cut record can be cut off again
   std::string header_;    // still to be written (only while the file is empty)
+  std::string header_text_;  // what every new file starts with
+  Rotation rotation_;
+  uint64_t file_bytes_ = 0;     // the size of the file in use
+  uint64_t next_rotation_ = 0;  // wall ns of the next time rotation (0: none planned yet)
+  uint64_t rotations_ = 0;
   std::vector<uint8_t> buf_;
   std::vector<End> ends_;
   Counter &failed_writes_;

@@ -166,11 +166,10 @@ class TrafficGenRuntime final : public SourceElement {
         n = k;
       }
     }
-    if (rte_pktmbuf_alloc_bulk(pool_, batch.pkts, unsigned(n)) != 0) {
+    if (alloc_packets(pool_, batch.pkts, unsigned(n)) != 0) {
       no_buffer_.add();
       return PollStatus::Idle;  // buffers come back as the lane drains
     }
-    packets_acquired(batch.pkts, unsigned(n));
     for (size_t i = 0; i < n; ++i) {
       const GeneratedPacket &p = lane_->packets[next_ + i];
       rte_mbuf *m = batch.pkts[i];

@@ -51,6 +51,18 @@ inline void packets_acquired(rte_mbuf *const *m, unsigned n) {
   (void)m, (void)n;
 #endif
 }
+// rte_pktmbuf_alloc_bulk, with the acquire before the buffers are written
+// (rte_pktmbuf_reset): 0, or -ENOENT with nothing taken.
+inline int alloc_packets(rte_mempool *pool, rte_mbuf **m, unsigned n) {
+#ifdef SLUICE_TSAN
+  if (int rc = rte_mempool_get_bulk(pool, reinterpret_cast<void **>(m), n)) return rc;
+  packets_acquired(m, n);
+  for (unsigned i = 0; i < n; ++i) rte_pktmbuf_reset(m[i]);
+  return 0;
+#else
+  return rte_pktmbuf_alloc_bulk(pool, m, n);
+#endif
+}
 // rte_pktmbuf_free and rte_pktmbuf_free_bulk, with the release.
 inline void free_packet(rte_mbuf *m) {
   packet_released(m);

@@ -110,12 +110,12 @@ TEST_CASE("flows: records equal the flows TrafficGen made, with 1 and 3 lanes", 
                                           ")\n -> Timestamp(clock pcap) -> Ring(capacity 4K)"
                                           " -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction bi)"
                                           " -> GCSlicer(table ft, period 1s, slices 100) -> log :: shared FlowLog(\"" +
-                                          dir + "/flows.csv\");\n");
+                                          dir + "/flows-" + std::to_string(lanes) + ".csv\");\n");
     Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
     INFO(r.out);
     REQUIRE(r.status == 0);
     GeneratedTraffic truth = generate_traffic(gen_config(lanes));
-    std::vector<Line> got = read_csv(dir + "/flows.csv");
+    std::vector<Line> got = read_csv(dir + "/flows-" + std::to_string(lanes) + ".csv");
     std::map<std::string, Line> by_key;
     uint64_t packets = 0;
     for (const Line &l : got) {

@@ -197,8 +197,11 @@ TEST_CASE("reload: 50 switches under traffic lose and duplicate nothing, bad fil
 TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][ctl]") {
   std::string dir = test::scratch("reload", "ctl");
   std::string log = dir + "/flows.csv", sock = dir + "/probe.sock";
+  // Paced, and long enough for every step below on a slow machine (a
+  // sanitizer build): the test ends the run itself.
   auto paced = [&](std::string text) {
     text.replace(text.find("queues 3"), 8, "queues 2, rate 100Kpps");
+    text.replace(text.find("duration 20s"), 12, "duration 120s");
     return text;
   };
   std::string a = test::write_file(dir + "/a.pipe", paced(graph_a(log)));
@@ -209,9 +212,9 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   std::string other_source = test::write_file(dir + "/other.pipe", other);
 
   test::Run started = test::run_cmd("cd " SLUICE_SOURCE_DIR " && (" SLUICE_BINARY " run -q " + a + " --control " + sock +
-                                    " --duration 8s --stats-json " + dir + "/s.json > " + dir + "/out.txt 2>&1 & echo $!)");
+                                    " --stats-json " + dir + "/s.json > " + dir + "/out.txt 2>&1 & echo $!)");
   int pid = std::stoi(started.out);
-  for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 1200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(std::filesystem::exists(sock));
   auto ctl = [&](const std::string &cmd) { return test::run_sluice("ctl --socket " + sock + " " + cmd); };
 
@@ -261,6 +264,7 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   for (int i = 0; i < 100 && (now = expr()) != "ip or ip6\n"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(now == "ip or ip6\n");
 
+  kill(pid, SIGTERM);
   while (kill(pid, 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::string out = test::read_file(dir + "/out.txt");
   INFO(out);

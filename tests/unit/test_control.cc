@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "engine/control/control_server.hh"
@@ -952,4 +953,84 @@ TEST_CASE("reload: a Filter of more than 256 terms is refused where the bound is
   CHECK(refused.status == 1);
   CHECK(refused.out.find(dir + "/300.pipe:1:" + std::to_string(head.size() + or_257 + 2) +
                          ": error: the expression has more than 256 terms joined by and/or") != std::string::npos);
+}
+
+// ---------------------------------------------------------------- monitoring
+// configs/monitoring: the Prometheus alert rules and the Grafana dashboard
+// shipped for the metrics above.
+
+TEST_CASE("monitoring: the alert rules pass promtool's check and their unit tests", "[control][metrics][monitoring]") {
+  if (!have_tool("promtool")) {
+    WARN("skipped: promtool is not installed (Debian package prometheus)");
+    return;
+  }
+  Run check = run_cmd("promtool check rules " SLUICE_SOURCE_DIR "/configs/monitoring/sluice-alerts.yml");
+  INFO(check.out);
+  CHECK(check.status == 0);
+  CHECK(check.out.find("SUCCESS: 8 rules found") != std::string::npos);
+  Run unit = run_cmd("cd " SLUICE_SOURCE_DIR "/tests/monitoring && promtool test rules sluice-alerts.test.yml");
+  INFO(unit.out);
+  CHECK(unit.status == 0);
+  CHECK(unit.out.find("SUCCESS") != std::string::npos);
+}
+
+TEST_CASE("monitoring: every dashboard and alert query parses and uses only metrics a running probe exports",
+          "[control][metrics][monitoring]") {
+  if (!have_tool("promtool")) {
+    WARN("skipped: promtool is not installed (Debian package prometheus)");
+    return;
+  }
+  std::string dir = scratch("monitoring");
+  // Every kind of element the dashboard shows: rings, filters, flow tables
+  // and their slicers, an exporter (to a port where no one listens: records
+  // lost, counted) and a FlowLog, on two lanes.
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "src :: TrafficGen(flows 500, new_flows_per_s 500, duration 60s, rate 2Kpps, queues 2);\n"
+      "exp :: shared IPFIXExporter(collector 127.0.0.1:9, transport udp);\n"
+      "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n"
+      "src -> Timestamp -> Ring(capacity 1K) -> Filter(\"ip or ip6\") -> ft :: FlowTable(capacity 4K, idle 1s)"
+      " -> GCSlicer(table ft) -> exp, log;\n");
+  std::string socket = dir + "/ctl.sock";
+  BackgroundProbe probe(cfg + " --control " + socket + " --metrics 0", dir + "/log.txt");
+  probe.wait_for_socket(socket);
+  std::string m = fetch_metrics(dir + "/log.txt");
+  std::set<std::string> exported;
+  std::regex name_re("\n(sluice_[a-z_]+)[{ ]");
+  for (auto it = std::sregex_iterator(m.begin(), m.end(), name_re); it != std::sregex_iterator(); ++it)
+    exported.insert((*it)[1].str());
+  REQUIRE(exported.size() > 30);
+
+  // The queries: the dashboard's "expr" strings (JSON), the rules' expr lines.
+  std::vector<std::string> queries;
+  std::string dash = read_file(SLUICE_SOURCE_DIR "/configs/monitoring/sluice-dashboard.json");
+  std::regex expr_json("\"expr\": \"((?:[^\"\\\\]|\\\\.)*)\"");
+  for (auto it = std::sregex_iterator(dash.begin(), dash.end(), expr_json); it != std::sregex_iterator(); ++it)
+    queries.push_back(std::regex_replace((*it)[1].str(), std::regex("\\\\(.)"), "$1"));
+  size_t panels = queries.size();
+  CHECK(panels >= 15);
+  std::string rules = read_file(SLUICE_SOURCE_DIR "/configs/monitoring/sluice-alerts.yml");
+  std::regex expr_yaml("\n +expr: (.*)");
+  for (auto it = std::sregex_iterator(rules.begin(), rules.end(), expr_yaml); it != std::sregex_iterator(); ++it)
+    queries.push_back((*it)[1].str());
+  CHECK(queries.size() == panels + 8);
+
+  std::string recording = "groups:\n  - name: dashboard\n    rules:\n";
+  for (size_t i = 0; i < queries.size(); ++i) {
+    std::string q = queries[i];
+    INFO(q);
+    std::regex metric("sluice_[a-z_]+");
+    for (auto it = std::sregex_iterator(q.begin(), q.end(), metric); it != std::sregex_iterator(); ++it)
+      CHECK(exported.count((*it).str()) == 1);
+    // Grafana's variables as Prometheus would get them
+    q = std::regex_replace(q, std::regex("\\$__rate_interval"), "1m");
+    q = std::regex_replace(q, std::regex("\\$instance"), ".*");
+    std::string quoted;
+    for (char c : q) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    recording += "      - record: query_" + std::to_string(i) + "\n        expr: '" + quoted + "'\n";
+  }
+  write_file(dir + "/queries.yml", recording);
+  Run check = run_cmd("promtool check rules " + dir + "/queries.yml");
+  INFO(check.out);
+  CHECK(check.status == 0);
 }

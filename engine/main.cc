@@ -34,6 +34,7 @@
 #include "engine/placement/placement.hh"
 #include "engine/plan_format.hh"
 #include "engine/probe/probe_reload.hh"
+#include "engine/runtime/log.hh"
 #include "engine/runtime/runtime.hh"
 
 using namespace sluice;
@@ -154,14 +155,14 @@ int open_control(ControlServer &server, const std::string &given, bool quiet) {
   std::string err, path = given.empty() ? default_control_path() : given;
   if ((!given.empty() || prepare_control_dir(default_control_dir(), &err)) && server.listen(path, &err)) {
     server.start();
-    if (!quiet) std::cerr << "sluice: control socket " << path << " (sluice ctl --socket " << path << " help)\n";
+    if (!quiet) log::info("control socket " + path + " (sluice ctl --socket " + path + " help)");
     return kExitClean;
   }
   if (!given.empty()) {
-    std::cerr << "sluice: error: --control: " << err << "\n";
+    log::error("--control: " + err);
     return kExitErrors;
   }
-  std::cerr << "sluice: warning: running without a control socket: " << err << " (--control PATH puts it elsewhere)\n";
+  log::warning("running without a control socket: " + err + " (--control PATH puts it elsewhere)");
   return kExitClean;
 }
 
@@ -224,7 +225,7 @@ bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std:
     rt.set_compiler(compiler, housekeeping_cpu);
     if (rt.compile_programs(&err, ir)) return true;
   }
-  std::cerr << "sluice: error: " << err << "\n";
+  log::error(err);
   return false;
 }
 
@@ -281,7 +282,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   sigaction(SIGHUP, &hup, nullptr);
   Runtime rt(pipe, opts);
   if (!rt.setup(&err)) {
-    std::cerr << "sluice: error: " << err << "\n";
+    log::error(err);
     return kExitErrors;
   }
   if (jit.enabled && !compile_loops(rt, jit, placement.housekeeping_cpu, nullptr)) return kExitErrors;
@@ -339,7 +340,10 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
       } catch (...) {
         r = ControlServer::Reply::error(std::string("unexpected failure\n") + kReloadRefused);
       }
-      std::cerr << "sluice: SIGHUP: reload " << args.file << ": " << r.text;
+      std::string said = "SIGHUP: reload " + args.file + ": " + r.text;
+      while (!said.empty() && said.back() == '\n') said.pop_back();
+      if (r.ok) log::info(said);
+      else log::error(said);
       std::string status = r.text.substr(0, r.text.find('\n'));
       sd_notify(0, ("READY=1\nSTATUS=" + std::string(r.ok ? "reloaded: " : "reload refused: ") + status).c_str());
       sighup_busy = false;
@@ -356,20 +360,20 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
       return probe_metrics_text(rt);
     };
     if (!metrics.start(mhost, mport, render, &err)) {
-      std::cerr << "sluice: error: " << err << "\n";
+      log::error(err);
       return kExitErrors;
     }
-    std::cerr << "sluice: metrics on " << metrics.url() << "\n";
+    log::info("metrics on " + metrics.url());
   }
   housekeeping.reset();
   g_running = &rt;
   if (g_interrupts) rt.request_stop();
   const LaneGraph &lanes = pipe->lanes;
   if (!quiet)
-    std::cerr << "sluice: running " << args.file << " (" << lanes.lanes.size() << " lane"
-              << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segments, "
-              << (jit.enabled ? "fused loops (JIT)" : "interpreter") << ", host "
-              << (pipe->profile.path.empty() ? pipe->profile.name : pipe->profile.path) << "); Ctrl-C stops\n";
+    log::info("running " + args.file + " (" + std::to_string(lanes.lanes.size()) + " lane" +
+              (lanes.lanes.size() == 1 ? "" : "s") + ", " + std::to_string(lanes.segments.size()) + " segments, " +
+              (jit.enabled ? "fused loops (JIT)" : "interpreter") + ", host " +
+              (pipe->profile.path.empty() ? pipe->profile.name : pipe->profile.path) + "); Ctrl-C stops");
   // systemd (Type=notify): ready once the devices are open, the loops
   // compiled and the control socket answers. A no-op elsewhere.
   sd_notify(0, ("READY=1\nSTATUS=running " + args.file).c_str());
@@ -383,7 +387,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   if (!stats_json.empty()) {
     std::ofstream f(stats_json);
     f << rt.summary_json();
-    if (!f) std::cerr << "sluice: cannot write " << stats_json << "\n";
+    if (!f) log::error("cannot write " + stats_json);
   }
   // Flow records lost and failed writes are data lost; packet drops
   // (filtered, not sampled, a full ring) are counted by reason in the summary.
@@ -443,6 +447,7 @@ int main(int argc, char **argv) {
   ConfigArgs run_args;
   std::string run_host, run_duration, run_stats;
   RunOutput run_output;
+  std::string run_log_level = "info";
   auto *run = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
   run_args.add_to(run);
   run->add_option("--host", run_host, "host profile (YAML); default configs/laptop.yaml")->type_name("PROFILE.yaml");
@@ -451,6 +456,9 @@ int main(int argc, char **argv) {
   run->add_flag("-q,--quiet", run_output.quiet, "print nothing while running but errors: no status line, no start messages");
   run->add_flag("--status", run_output.status,
                 "print the status line once a second also when stderr is not a terminal (by default only on one)");
+  run->add_option("--log-level", run_log_level, "the least level of message the probe logs: debug, info (the default), "
+                  "warning or error; with a time on each line when stderr is not a terminal, to the journal under systemd")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
   run->add_option("--stats-json", run_stats, "also write the run summary as JSON to this file")->type_name("FILE");
   ProbeAccess run_access;
   run->add_option("--control", run_access.control,
@@ -523,6 +531,9 @@ int main(int argc, char **argv) {
       return kExitUsage;
     }
     run_jit.enabled = !no_jit;
+    log::Level level = log::Level::Info;
+    log::parse_level(run_log_level, &level);
+    log::setup(level);
     return run_config(run_args, run_host, run_duration, run_output, run_stats, run_access, run_jit);
   }
   if (*ctl) return control_client(ctl_socket, ctl->remaining());

@@ -6,6 +6,7 @@
 
 #include "engine/packet/pcap_filter.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/log.hh"
 #include "engine/runtime/run_context.hh"
 
 using namespace sluice;
@@ -125,7 +126,7 @@ class FilterRuntime final : public RuntimeElement {
     auto f = PcapFilter::compile(expr, link(), error);
     if (!ctx_.options.jit) native_error_ = "--no-jit";
     else if (f && !f->compile_native(&native_error_))
-      std::fprintf(stderr, "sluice: '%s' interprets its filter: %s\n", name().c_str(), native_error_.c_str());
+      log::warning("'" + name() + "' interprets its filter: " + native_error_);
     return f;
   }
   std::string native_error_;

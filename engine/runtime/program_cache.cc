@@ -1,5 +1,7 @@
 #include "engine/runtime/program_cache.hh"
 
+#include "engine/runtime/log.hh"
+
 #include <pthread.h>
 #include <sched.h>
 
@@ -105,7 +107,7 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
         unsigned n = compiled_[s].compilations + 1;
         if (!r.program) {
           compiled_[s] = {nullptr, r.compile_ms, r.error, n};
-          fprintf(stderr, "sluice: %s: %s; it runs the interpreter\n", s->label().c_str(), r.error.c_str());
+          log::warning(s->label() + ": " + r.error + "; it runs the interpreter");
           break;
         }
         SegmentProgram *p = r.program.get();

@@ -14,6 +14,7 @@
 
 #include "engine/runtime/clock.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "engine/runtime/log.hh"
 
 namespace sluice {
 
@@ -247,10 +248,8 @@ void RecordFile::failed(int err) {
   last_error_ = strerror(err);
   if (std::find(reported_.begin(), reported_.end(), err) != reported_.end()) return;
   reported_.push_back(err);
-  fprintf(stderr,
-          "sluice: '%s': cannot write '%s': %s; %s that cannot be written are counted lost (\"write error\"), "
-          "later writes are tried again\n",
-          who_.c_str(), path_ == "-" ? "standard output" : path_.c_str(), last_error_.c_str(), unit_.c_str());
+  log::error("'" + who_ + "': cannot write '" + (path_ == "-" ? "standard output" : path_) + "': " + last_error_ + "; " +
+             unit_ + " that cannot be written are counted lost (\"write error\"), later writes are tried again");
 }
 
 void RecordFile::report_metrics(MetricSink &out) const {

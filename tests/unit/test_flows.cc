@@ -806,7 +806,7 @@ TEST_CASE("flows: FlowLog to a full device counts its records lost, exit status 
   CHECK(json.find("\"lost_by_reason\": {\"write error\": " + n + "}") != std::string::npos);
   CHECK(json.find("\"data_lost\": true") != std::string::npos);
   // the error once, not once per write or record
-  std::string message = "sluice: 'full#0': cannot write '/dev/full': No space left on device";
+  std::string message = "sluice: error: 'full#0': cannot write '/dev/full': No space left on device";
   size_t first = r.out.find(message);
   CHECK(first != std::string::npos);
   CHECK(r.out.find(message, first + 1) == std::string::npos);

@@ -632,7 +632,7 @@ TEST_CASE("run: PcapSink to a full device drops its packets as write error, exit
   CHECK(r.out.find("dropped, write error: " + std::to_string(received) + "\n") != std::string::npos);
   CHECK(r.out.find("wrote 0 packets to /dev/full; ") != std::string::npos);
   CHECK(r.out.find("every packet accounted for") != std::string::npos);
-  std::string message = "sluice: 'sink#0': cannot write '/dev/full': No space left on device";
+  std::string message = "sluice: error: 'sink#0': cannot write '/dev/full': No space left on device";
   size_t first = r.out.find(message);
   CHECK(first != std::string::npos);
   CHECK(r.out.find(message, first + 1) == std::string::npos);

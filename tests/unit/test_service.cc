@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -148,4 +149,61 @@ TEST_CASE("service: root's control socket is under /run/sluice by default, and s
   waitpid(pid, &ws, 0);
   CHECK(WIFEXITED(ws));
   CHECK(access(sock.c_str(), F_OK) != 0);  // removed at the end
+}
+
+TEST_CASE("service: the probe's log has levels, a time on each line off a terminal, priorities in the journal",
+          "[service][log]") {
+  std::string dir = scratch("service", "log");
+  std::string cfg = write_file(dir + "/p.pipe", "TrafficGen(flows 50, duration 200ms) -> Timestamp -> full :: PcapSink(\"/dev/full\");\n");
+  // A file: every line of the log starts with the time, UTC, to the millisecond.
+  Run r = run_sluice("run " + cfg + " --control " + dir + "/ctl.sock");
+  INFO(r.out);
+  CHECK(r.status == 3);
+  std::regex stamped("(^|\n)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z sluice: running ");
+  CHECK(std::regex_search(r.out, stamped));
+  std::regex error("(^|\n)[0-9-]{10}T[0-9:.]{12}Z sluice: error: 'full#0': cannot write '/dev/full': ");
+  CHECK(std::regex_search(r.out, error));
+  // --log-level warning: the error stays, the information goes.
+  Run w = run_sluice("run " + cfg + " --control " + dir + "/ctl.sock --log-level warning");
+  CHECK(w.out.find("sluice: running ") == std::string::npos);
+  CHECK(w.out.find("sluice: control socket ") == std::string::npos);
+  CHECK(std::regex_search(w.out, error));
+  CHECK(run_sluice("run " + cfg + " --log-level chatty").status == 2);
+
+  // Under systemd ($JOURNAL_STREAM names stderr), messages go to the journal
+  // with their priority. Where no journald runs, the test listens on its
+  // socket itself.
+  const char *journal = "/run/systemd/journal/socket";
+  struct stat js;
+  if (geteuid() != 0 || stat(journal, &js) == 0) {
+    WARN("journal part skipped: " << (geteuid() ? "not root" : "a journald runs here"));
+    return;
+  }
+  mkdir("/run/systemd", 0755);
+  mkdir("/run/systemd/journal", 0755);
+  NotifySocket fake_journal(journal);
+  std::string out = dir + "/journal-stream.txt";
+  write_file(out, "");
+  struct stat os;
+  REQUIRE(stat(out.c_str(), &os) == 0);
+  std::string stream = std::to_string(os.st_dev) + ":" + std::to_string(os.st_ino);
+  pid_t pid = spawn({SLUICE_BINARY, "run", cfg, "--control", dir + "/ctl.sock"}, {"JOURNAL_STREAM=" + stream}, out);
+  int st = 0;
+  REQUIRE(waitpid(pid, &st, 0) == pid);
+  std::vector<std::string> entries;
+  for (std::string e; !(e = fake_journal.next(500)).empty();) entries.push_back(e);
+  rmdir("/run/systemd/journal");
+  rmdir("/run/systemd");
+  bool error_entry = false, info_entry = false;
+  for (const std::string &e : entries) {
+    CHECK(e.find("SYSLOG_IDENTIFIER=sluice") != std::string::npos);
+    error_entry |= e.find("PRIORITY=3") != std::string::npos &&
+                   e.find("MESSAGE=error: 'full#0': cannot write '/dev/full'") != std::string::npos;
+    info_entry |= e.find("PRIORITY=6") != std::string::npos && e.find("MESSAGE=running ") != std::string::npos;
+  }
+  CHECK(error_entry);
+  CHECK(info_entry);
+  // Not also on stderr: the journal has them once.
+  CHECK(read_file(out).find("cannot write '/dev/full'") == std::string::npos);
+  CHECK(read_file(out).find("accounting:") != std::string::npos);  // the summary stays on stdout
 }

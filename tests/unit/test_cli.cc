@@ -240,6 +240,6 @@ TEST_CASE("a running probe survives reloads of malformed files", "[cli][reload]"
   std::string out = read_file(dir + "/out.txt");
   INFO(out);
   CHECK(out.find("every packet accounted for") != std::string::npos);  // the summary of a run that ended cleanly
-  CHECK(out.find("sluice: SIGHUP: reload " + good + ": " + good + ":2:22: error: malformed number '0xg'") !=
+  CHECK(out.find("sluice: error: SIGHUP: reload " + good + ": " + good + ":2:22: error: malformed number '0xg'") !=
         std::string::npos);
 }

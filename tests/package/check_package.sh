@@ -24,7 +24,11 @@ DEPENDS=$(dpkg-deb -f "$DEB" Depends)
 for pmd in librte-net-pcap23 librte-net-af-packet23 librte-mempool-ring23 librte-bus-vdev23 librte-eal23 libllvm19; do
   [[ "$DEPENDS" == *"$pmd"* ]] || fail "Depends lacks $pmd: $DEPENDS"
 done
-# Every dependency exists in the archive, in a version that satisfies it.
+# Every dependency exists in the archive, in a version that satisfies it
+# (the package lists first, where a machine has none).
+if [ -z "$(ls /var/lib/apt/lists/ 2> /dev/null | grep -v -e lock -e partial)" ]; then
+  if [ "$(id -u)" = 0 ]; then apt-get update -q > /dev/null; else sudo apt-get update -q > /dev/null; fi
+fi
 if apt-get install --simulate -q "$DEB" > "$BUILD/apt-simulate.txt" 2>&1; then
   echo "   apt-get would install it with its dependencies"
 else

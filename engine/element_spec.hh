@@ -173,12 +173,14 @@ struct RegisterElement {
 
 }  // namespace sluice
 
-// In an element's .cc: `SLUICE_ELEMENT(spec_function)` where spec_function
+// An element that can be checked and planned but not run (a test's, the
+// fuzzers'): `SLUICE_ELEMENT_SPEC(spec_function)`, where spec_function
 // returns a `const ElementSpec &` (a function-local static, so that
-// registration order never matters).
+// registration order never matters). Elements that run are registered with
+// SLUICE_ELEMENT(Class, spec_function) (engine/runtime/element_runtime.hh).
 #define SLUICE_ELEMENT_CAT2(a, b) a##b
 #define SLUICE_ELEMENT_CAT(a, b) SLUICE_ELEMENT_CAT2(a, b)
-#define SLUICE_ELEMENT(spec_fn) \
+#define SLUICE_ELEMENT_SPEC(spec_fn) \
   static ::sluice::RegisterElement SLUICE_ELEMENT_CAT(sluice_register_, __LINE__){spec_fn()}
 
 namespace sluice {

@@ -1,5 +1,3 @@
-#include "elements/export/flow_log.hh"
-
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -54,8 +52,6 @@ const ElementSpec &flow_log_spec() {
           .input(PortSpec::flows("in").many().describe("Flow records to write; takes any number of connections."));
   return spec;
 }
-
-SLUICE_ELEMENT(flow_log_spec);
 
 namespace {
 
@@ -151,6 +147,6 @@ class FlowLogRuntime final : public RuntimeElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("FlowLog", FlowLogRuntime);
+SLUICE_ELEMENT(FlowLogRuntime, flow_log_spec);
 
 }  // namespace sluice::elements

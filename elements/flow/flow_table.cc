@@ -109,8 +109,6 @@ const ElementSpec &flow_table_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(flow_table_spec);
-
 FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
   FlowCacheConfig cfg;
   cfg.capacity = uint64_t(arg("capacity").integer);
@@ -369,6 +367,6 @@ void FlowTableRuntime::report(std::vector<std::string> &lines) const {
   if (std::string t = dating_text(); !t.empty()) lines.push_back(t);
 }
 
-SLUICE_RUNTIME("FlowTable", FlowTableRuntime);
+SLUICE_ELEMENT(FlowTableRuntime, flow_table_spec);
 
 }  // namespace sluice::elements

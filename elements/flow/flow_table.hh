@@ -10,7 +10,6 @@
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
-const ElementSpec &flow_table_spec();
 
 // The run-time table; GCSlicer, in the same segment, expires its flows.
 class FlowTableRuntime final : public RuntimeElement {

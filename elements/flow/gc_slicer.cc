@@ -1,5 +1,3 @@
-#include "elements/flow/gc_slicer.hh"
-
 #include <rte_cycles.h>
 
 #include <stdexcept>
@@ -53,8 +51,6 @@ const ElementSpec &gc_slicer_spec() {
               "Records of ended flows: those arriving on `in` and those expired here."));
   return spec;
 }
-
-SLUICE_ELEMENT(gc_slicer_spec);
 
 namespace {
 
@@ -220,6 +216,6 @@ class GCSlicerRuntime final : public RuntimeElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("GCSlicer", GCSlicerRuntime);
+SLUICE_ELEMENT(GCSlicerRuntime, gc_slicer_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/counter.hh"
-
 #include <rte_cycles.h>
 
 #include <cstdio>
@@ -29,13 +27,11 @@ const ElementSpec &counter_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(counter_spec);
-
 // Counting is what every element does (RuntimeElement::receive counts in);
 // a Counter also counts bytes, keeps a rate and passes the packets on.
-class CounterRuntime final : public RuntimeElement {
+class CounterRuntime final : public PacketStage<CounterRuntime> {
  public:
-  CounterRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+  CounterRuntime(const Node &n, RunContext &c) : PacketStage(n, c) {
     window_.tsc = prev_.tsc = rte_rdtsc();
   }
 
@@ -58,7 +54,7 @@ class CounterRuntime final : public RuntimeElement {
   }
 
  public:
-  // A packet stage (SLUICE_PACKET_STAGE): every packet passes; the bytes
+  // A packet stage: every packet passes; the bytes
   // and the rate's snapshot are kept per batch.
   int classify(rte_mbuf *) { return 0; }
   void batch_done(uint64_t, uint64_t wire_bytes) {
@@ -67,11 +63,6 @@ class CounterRuntime final : public RuntimeElement {
       prev_ = window_;
       window_ = {now, counters.in.get(), counters.in_bytes.get()};
     }
-  }
-
-  void push(int, PacketBatch &batch) override {
-    batch_done(batch.count, batch.wire_bytes());
-    emit(0, batch);
   }
   void report(std::vector<std::string> &lines) const override {
     lines.push_back("bytes: " + std::to_string(counters.in_bytes.get()));
@@ -83,7 +74,6 @@ class CounterRuntime final : public RuntimeElement {
   };
   Snapshot window_, prev_;
 };
-SLUICE_RUNTIME("Counter", CounterRuntime);
-SLUICE_PACKET_STAGE("Counter", CounterRuntime);
+SLUICE_ELEMENT(CounterRuntime, counter_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/filter.hh"
-
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -47,11 +45,9 @@ const ElementSpec &filter_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(filter_spec);
-
-class FilterRuntime final : public RuntimeElement {
+class FilterRuntime final : public PacketStage<FilterRuntime, 2> {
  public:
-  FilterRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+  FilterRuntime(const Node &n, RunContext &c) : PacketStage(n, c) {
     set_unconnected_reason(1, "filtered");
   }
 
@@ -98,23 +94,9 @@ class FilterRuntime final : public RuntimeElement {
   }
 
  public:
-  // A packet stage (SLUICE_PACKET_STAGE): match, or reject.
+  // A packet stage: match, or reject.
   int classify(rte_mbuf *m) {
     return filter_->matches(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, anno(m).wire_len) ? 0 : 1;
-  }
-  void batch_done(uint64_t, uint64_t) {}
-
-  void push(int, PacketBatch &batch) override {
-    PacketBatch reject;
-    uint16_t kept = 0;
-    for (int i = 0; i < batch.count; ++i) {
-      rte_mbuf *m = batch.pkts[i];
-      if (classify(m) == 0) batch.pkts[kept++] = m;
-      else reject.push(m);
-    }
-    batch.count = kept;
-    emit(0, batch);
-    emit(1, reject);
   }
 
  private:
@@ -138,7 +120,6 @@ class FilterRuntime final : public RuntimeElement {
 
   std::optional<PcapFilter> filter_;
 };
-SLUICE_RUNTIME("Filter", FilterRuntime);
-SLUICE_PACKET_STAGE("Filter", FilterRuntime);
+SLUICE_ELEMENT(FilterRuntime, filter_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/ring.hh"
-
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/channel.hh"
 
@@ -40,8 +38,6 @@ const ElementSpec &ring_spec() {
           .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."));
   return spec;
 }
-
-SLUICE_ELEMENT(ring_spec);
 
 // The ring itself is the channel the runtime puts on this element's output
 // (a thread boundary); the element hands batches to it and reports on it.
@@ -84,6 +80,6 @@ class RingRuntime final : public RuntimeElement {
     return nullptr;
   }
 };
-SLUICE_RUNTIME("Ring", RingRuntime);
+SLUICE_ELEMENT(RingRuntime, ring_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/source/rss_source.hh"
-
 #include <rte_ring.h>
 
 #include <atomic>
@@ -70,8 +68,6 @@ const ElementSpec &rss_source_spec() {
           .output(PortSpec::packets("out").describe("Received packets, parsed, in batches of up to `burst`."));
   return spec;
 }
-
-SLUICE_ELEMENT(rss_source_spec);
 
 namespace {
 
@@ -260,6 +256,6 @@ class RSSSourceRuntime final : public SourceElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("RSSSource", RSSSourceRuntime);
+SLUICE_ELEMENT(RSSSourceRuntime, rss_source_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/source/traffic_gen.hh"
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -93,8 +91,6 @@ const ElementSpec &traffic_gen_spec() {
           .output(PortSpec::packets("out").describe("The generated packets, in trace-time order within each lane."));
   return spec;
 }
-
-SLUICE_ELEMENT(traffic_gen_spec);
 
 namespace {
 
@@ -211,6 +207,6 @@ class TrafficGenRuntime final : public SourceElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("TrafficGen", TrafficGenRuntime);
+SLUICE_ELEMENT(TrafficGenRuntime, traffic_gen_spec);
 
 }  // namespace sluice::elements

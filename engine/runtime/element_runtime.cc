@@ -13,12 +13,6 @@ RuntimeRegistry &RuntimeRegistry::global() {
 }
 
 void RuntimeRegistry::add_jit(const std::string &cls, JitEntry e) { jit_[cls] = e; }
-void RuntimeRegistry::add_packet_stage(const std::string &cls, const char *classify_symbol,
-                                       const char *batch_done_symbol) {
-  JitEntry &e = jit_[cls];  // registered after SLUICE_RUNTIME's entry, in the same file
-  e.classify_symbol = classify_symbol;
-  e.batch_done_symbol = batch_done_symbol;
-}
 
 const JitEntry *RuntimeRegistry::find_jit(const std::string &cls) const {
   auto it = jit_.find(cls);

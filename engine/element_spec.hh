@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/value.hh"
@@ -91,15 +92,31 @@ struct ArgSpec {
   std::string range_text() const;
 };
 
+class RuntimeElement;  // engine/runtime/element_runtime.hh
+
 // A value of a running element that `sluice ctl read ELEMENT.NAME` (and, when
-// writable, `write`) reaches; the runtime implements it
-// (RuntimeElement::read_handler, prepare_write). Every element also has the
-// counter handlers of common_handlers().
+// writable, `write`) reaches, bound to members of the element's class
+// (ElementSpec::handler). Every element also has the counter handlers of
+// common_handlers(), which RuntimeElement answers itself.
 struct HandlerSpec {
   std::string name;
   bool writable = false;
   std::string doc;  // one line
+  // The value as text (nullopt: none now); on the element's segment thread,
+  // between two batches.
+  std::function<std::optional<std::string>(const RuntimeElement &)> read;
+  // A write's first step, on the control thread: parses and prepares the
+  // value (compiles a filter), throws HandlerError for a bad one, and returns
+  // the change to run on the segment thread.
+  std::function<std::function<void()>(RuntimeElement &, const std::string &)> write;
 };
+
+// A handler member's value as text: strings as they are, numbers in decimal.
+inline std::optional<std::string> handler_text(std::optional<std::string> s) { return s; }
+template <class N>
+  requires std::is_arithmetic_v<N>
+std::optional<std::string> handler_text(N v) { return std::to_string(v); }
+
 // The handlers every element has: its packet and record counters.
 const std::vector<HandlerSpec> &common_handlers();
 
@@ -135,8 +152,22 @@ struct ElementSpec {
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
   ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
-  ElementSpec &&handler(std::string n, std::string d) && { handlers.push_back({std::move(n), false, std::move(d)}); return std::move(*this); }
-  ElementSpec &&writable_handler(std::string n, std::string d) && { handlers.push_back({std::move(n), true, std::move(d)}); return std::move(*this); }
+  // A handler read by a const member of the element's class T (returning
+  // text, optional text or a number); writable_handler adds the member that
+  // prepares a write: std::function<void()> (T::*)(const std::string &).
+  template <class T, class R>
+  ElementSpec &&handler(std::string n, std::string d, R (T::*get)() const) && {
+    handlers.push_back({std::move(n), false, std::move(d), reader(get), nullptr});
+    return std::move(*this);
+  }
+  template <class T, class R, class W>
+  ElementSpec &&writable_handler(std::string n, std::string d, R (T::*get)() const,
+                                 std::function<void()> (W::*prepare)(const std::string &)) && {
+    static_assert(std::is_base_of_v<W, T> || std::is_base_of_v<T, W>);
+    handlers.push_back({std::move(n), true, std::move(d), reader(get),
+                        [prepare](RuntimeElement &e, const std::string &v) { return (static_cast<W &>(e).*prepare)(v); }});
+    return std::move(*this);
+  }
 
   bool is_source() const { return flags & kSource; }
   bool is_thread_boundary() const { return flags & kThreadBoundary; }
@@ -152,6 +183,12 @@ struct ElementSpec {
   // The spec of port `i`, repeating the last one when it is variadic; nullptr if out of range.
   const PortSpec *input_port(int i) const;
   const PortSpec *output_port(int i) const;
+
+ private:
+  template <class T, class R>
+  static auto reader(R (T::*get)() const) {
+    return [get](const RuntimeElement &e) { return handler_text((static_cast<const T &>(e).*get)()); };
+  }
 };
 
 class ElementRegistry {

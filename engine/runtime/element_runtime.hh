@@ -122,22 +122,20 @@ class RuntimeElement {
   // For the summary's JSON; any thread.
   virtual void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const {}
 
-  // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`, declared in
-  // the spec: ElementSpec::handler). Reads and applied writes run on the
-  // element's segment thread between two batches (SegmentRunner::call), so
-  // they may touch any state. An override answers its own names and passes
-  // the others to its base (which answers the common counter handlers).
-  // The value as text; nullopt when the element has no such handler.
-  virtual std::optional<std::string> read_handler(const std::string &name) const;
+  // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`): the common
+  // counter handlers, and those the spec binds to the class's members
+  // (ElementSpec::handler). Reads and applied writes run on the element's
+  // segment thread between two batches (SegmentRunner::call), so they may
+  // touch any state. The value as text; nullopt when the element has no such
+  // handler.
+  std::optional<std::string> read_handler(const std::string &name) const;
   // A write, in two steps: this runs on the control thread and may only
   // read what does not change while running (arguments, the link type); it
   // parses and prepares the value (compiles a filter) and throws
   // HandlerError for a bad one. The change it returns runs on the segment
   // thread. nullopt when the element has no such writable handler.
   using HandlerChange = std::function<void()>;
-  virtual std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) {
-    return std::nullopt;
-  }
+  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value);
   // Numbers for the metrics endpoint beyond the counters (which are read
   // from any thread). Runs on the segment thread between two batches.
   virtual void report_metrics(MetricSink &out) const {}

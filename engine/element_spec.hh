@@ -129,6 +129,27 @@ enum ElementFlags : unsigned {
 };
 
 struct Element;  // engine/graph.hh
+struct Node;     // engine/graph.hh
+
+// What the runtime and the planner need from an element before any instance
+// exists (to size packet memory, start DPDK's EAL, place lanes), judged from
+// one node's arguments. The element answers for its own arguments; unset:
+// it needs nothing of the kind.
+struct ElementNeeds {
+  // The device it opens (a PCI address, `pcap:FILE`, ...): the planner puts
+  // its lanes on the device's NUMA node, and EAL is allowed the PCI ones.
+  std::function<std::string(const Node &)> device;
+  // Packet buffers it holds on its lane beyond the channels' (a NIC's
+  // receive descriptors).
+  std::function<unsigned(const Node &)> lane_mbufs;
+  // The largest frame it makes, when a buffer's default data room is too
+  // small for it (a source: TrafficGen's sizes).
+  std::function<unsigned(const Node &)> frame_room;
+  // A thread boundary: packets the channel after it holds.
+  std::function<unsigned(const Node &)> channel_capacity;
+  // A source: the most packets one poll returns (its lane's batch).
+  std::function<unsigned(const Node &)> burst;
+};
 
 struct ElementSpec {
   std::string name;
@@ -142,6 +163,7 @@ struct ElementSpec {
   // A source whose packets carry capture times with some arguments only
   // (RSSSource: a `pcap:` device), judged from the arguments as written.
   std::function<bool(const Element &)> gives_time_if;
+  ElementNeeds needs;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
   ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
@@ -152,6 +174,14 @@ struct ElementSpec {
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
   ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
+  // ElementNeeds, one by one.
+  using NodeText = std::function<std::string(const Node &)>;
+  using NodeCount = std::function<unsigned(const Node &)>;
+  ElementSpec &&needs_device(NodeText f) && { needs.device = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_lane_mbufs(NodeCount f) && { needs.lane_mbufs = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_frame_room(NodeCount f) && { needs.frame_room = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_channel_capacity(NodeCount f) && { needs.channel_capacity = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_burst(NodeCount f) && { needs.burst = std::move(f); return std::move(*this); }
   // A handler read by a const member of the element's class T (returning
   // text, optional text or a number); writable_handler adds the member that
   // prepares a write: std::function<void()> (T::*)(const std::string &).

@@ -80,7 +80,8 @@ const ElementSpec &ring_spec() {
           .handler("peak", "Highest occupancy so far.", &RingRuntime::peak)
           .handler("waits", "Times an offline producer waited for room.", &RingRuntime::waits)
           .input(PortSpec::packets("in").describe("Packets from the segment before the ring."))
-          .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."));
+          .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."))
+          .needs_channel_capacity([](const Node &n) { return unsigned(n.arg("capacity")->value.integer); });
   return spec;
 }
 

@@ -252,5 +252,6 @@ struct RegisterElement {
 
 namespace sluice {
 // Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
-inline constexpr int kPluginAbi = 1;
+// 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
+inline constexpr int kPluginAbi = 2;
 }  // namespace sluice

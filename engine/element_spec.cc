@@ -69,17 +69,19 @@ std::string ArgSpec::range_text() const {
 }
 
 const std::vector<HandlerSpec> &common_handlers() {
+  // answered by RuntimeElement::read_handler itself, not bound to members
+  auto counter = [](const char *name, const char *doc) { return HandlerSpec{name, false, doc, nullptr, nullptr}; };
   static const std::vector<HandlerSpec> h = {
-      {"in", false, "packets received"},
-      {"out", false, "packets sent on (every copy counts)"},
-      {"absorbed", false, "packets that ended here by design (sinks, a flow table)"},
-      {"copies", false, "extra packets made by fan-out"},
-      {"dropped", false, "packets dropped, all reasons"},
-      {"drops", false, "packets and flow records dropped, one line per reason"},
-      {"bytes", false, "bytes received (sources and Counter count them)"},
-      {"records_in", false, "flow records received"},
-      {"records_out", false, "flow records sent on"},
-      {"records_absorbed", false, "flow records that ended here: written or exported"},
+      counter("in", "packets received"),
+      counter("out", "packets sent on (every copy counts)"),
+      counter("absorbed", "packets that ended here by design (sinks, a flow table)"),
+      counter("copies", "extra packets made by fan-out"),
+      counter("dropped", "packets dropped, all reasons"),
+      counter("drops", "packets and flow records dropped, one line per reason"),
+      counter("bytes", "bytes received (sources and Counter count them)"),
+      counter("records_in", "flow records received"),
+      counter("records_out", "flow records sent on"),
+      counter("records_absorbed", "flow records that ended here: written or exported"),
   };
   return h;
 }

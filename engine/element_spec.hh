@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "engine/value.hh"
@@ -91,15 +92,31 @@ struct ArgSpec {
   std::string range_text() const;
 };
 
+class RuntimeElement;  // engine/runtime/element_runtime.hh
+
 // A value of a running element that `sluice ctl read ELEMENT.NAME` (and, when
-// writable, `write`) reaches; the runtime implements it
-// (RuntimeElement::read_handler, prepare_write). Every element also has the
-// counter handlers of common_handlers().
+// writable, `write`) reaches, bound to members of the element's class
+// (ElementSpec::handler). Every element also has the counter handlers of
+// common_handlers(), which RuntimeElement answers itself.
 struct HandlerSpec {
   std::string name;
   bool writable = false;
   std::string doc;  // one line
+  // The value as text (nullopt: none now); on the element's segment thread,
+  // between two batches.
+  std::function<std::optional<std::string>(const RuntimeElement &)> read;
+  // A write's first step, on the control thread: parses and prepares the
+  // value (compiles a filter), throws HandlerError for a bad one, and returns
+  // the change to run on the segment thread.
+  std::function<std::function<void()>(RuntimeElement &, const std::string &)> write;
 };
+
+// A handler member's value as text: strings as they are, numbers in decimal.
+inline std::optional<std::string> handler_text(std::optional<std::string> s) { return s; }
+template <class N>
+  requires std::is_arithmetic_v<N>
+std::optional<std::string> handler_text(N v) { return std::to_string(v); }
+
 // The handlers every element has: its packet and record counters.
 const std::vector<HandlerSpec> &common_handlers();
 
@@ -112,6 +129,27 @@ enum ElementFlags : unsigned {
 };
 
 struct Element;  // engine/graph.hh
+struct Node;     // engine/graph.hh
+
+// What the runtime and the planner need from an element before any instance
+// exists (to size packet memory, start DPDK's EAL, place lanes), judged from
+// one node's arguments. The element answers for its own arguments; unset:
+// it needs nothing of the kind.
+struct ElementNeeds {
+  // The device it opens (a PCI address, `pcap:FILE`, ...): the planner puts
+  // its lanes on the device's NUMA node, and EAL is allowed the PCI ones.
+  std::function<std::string(const Node &)> device;
+  // Packet buffers it holds on its lane beyond the channels' (a NIC's
+  // receive descriptors).
+  std::function<unsigned(const Node &)> lane_mbufs;
+  // The largest frame it makes, when a buffer's default data room is too
+  // small for it (a source: TrafficGen's sizes).
+  std::function<unsigned(const Node &)> frame_room;
+  // A thread boundary: packets the channel after it holds.
+  std::function<unsigned(const Node &)> channel_capacity;
+  // A source: the most packets one poll returns (its lane's batch).
+  std::function<unsigned(const Node &)> burst;
+};
 
 struct ElementSpec {
   std::string name;
@@ -125,6 +163,7 @@ struct ElementSpec {
   // A source whose packets carry capture times with some arguments only
   // (RSSSource: a `pcap:` device), judged from the arguments as written.
   std::function<bool(const Element &)> gives_time_if;
+  ElementNeeds needs;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
   ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
@@ -135,8 +174,30 @@ struct ElementSpec {
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
   ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
-  ElementSpec &&handler(std::string n, std::string d) && { handlers.push_back({std::move(n), false, std::move(d)}); return std::move(*this); }
-  ElementSpec &&writable_handler(std::string n, std::string d) && { handlers.push_back({std::move(n), true, std::move(d)}); return std::move(*this); }
+  // ElementNeeds, one by one.
+  using NodeText = std::function<std::string(const Node &)>;
+  using NodeCount = std::function<unsigned(const Node &)>;
+  ElementSpec &&needs_device(NodeText f) && { needs.device = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_lane_mbufs(NodeCount f) && { needs.lane_mbufs = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_frame_room(NodeCount f) && { needs.frame_room = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_channel_capacity(NodeCount f) && { needs.channel_capacity = std::move(f); return std::move(*this); }
+  ElementSpec &&needs_burst(NodeCount f) && { needs.burst = std::move(f); return std::move(*this); }
+  // A handler read by a const member of the element's class T (returning
+  // text, optional text or a number); writable_handler adds the member that
+  // prepares a write: std::function<void()> (T::*)(const std::string &).
+  template <class T, class R>
+  ElementSpec &&handler(std::string n, std::string d, R (T::*get)() const) && {
+    handlers.push_back({std::move(n), false, std::move(d), reader(get), nullptr});
+    return std::move(*this);
+  }
+  template <class T, class R, class W>
+  ElementSpec &&writable_handler(std::string n, std::string d, R (T::*get)() const,
+                                 std::function<void()> (W::*prepare)(const std::string &)) && {
+    static_assert(std::is_base_of_v<W, T> || std::is_base_of_v<T, W>);
+    handlers.push_back({std::move(n), true, std::move(d), reader(get),
+                        [prepare](RuntimeElement &e, const std::string &v) { return (static_cast<W &>(e).*prepare)(v); }});
+    return std::move(*this);
+  }
 
   bool is_source() const { return flags & kSource; }
   bool is_thread_boundary() const { return flags & kThreadBoundary; }
@@ -152,6 +213,12 @@ struct ElementSpec {
   // The spec of port `i`, repeating the last one when it is variadic; nullptr if out of range.
   const PortSpec *input_port(int i) const;
   const PortSpec *output_port(int i) const;
+
+ private:
+  template <class T, class R>
+  static auto reader(R (T::*get)() const) {
+    return [get](const RuntimeElement &e) { return handler_text((static_cast<const T &>(e).*get)()); };
+  }
 };
 
 class ElementRegistry {
@@ -173,15 +240,18 @@ struct RegisterElement {
 
 }  // namespace sluice
 
-// In an element's .cc: `SLUICE_ELEMENT(spec_function)` where spec_function
+// An element that can be checked and planned but not run (a test's, the
+// fuzzers'): `SLUICE_ELEMENT_SPEC(spec_function)`, where spec_function
 // returns a `const ElementSpec &` (a function-local static, so that
-// registration order never matters).
+// registration order never matters). Elements that run are registered with
+// SLUICE_ELEMENT(Class, spec_function) (engine/runtime/element_runtime.hh).
 #define SLUICE_ELEMENT_CAT2(a, b) a##b
 #define SLUICE_ELEMENT_CAT(a, b) SLUICE_ELEMENT_CAT2(a, b)
-#define SLUICE_ELEMENT(spec_fn) \
+#define SLUICE_ELEMENT_SPEC(spec_fn) \
   static ::sluice::RegisterElement SLUICE_ELEMENT_CAT(sluice_register_, __LINE__){spec_fn()}
 
 namespace sluice {
 // Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
-inline constexpr int kPluginAbi = 1;
+// 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
+inline constexpr int kPluginAbi = 2;
 }  // namespace sluice

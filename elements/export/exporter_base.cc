@@ -75,12 +75,12 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
                          "the lanes behind it, unless nothing has gone out for 2 s. At the end of a run, and when a "
                          "reload removes the exporter, the queue still goes out at the pace (TCP: for up to "
                          "2 s); what is left is counted as `not sent before the end` (or `before removal`)."))
-      .handler("collector", "The collector: transport, address and port.")
-      .handler("messages", "Messages sent.")
-      .handler("sent_bytes", "Bytes of messages sent.")
-      .handler("errors", "Send errors.")
-      .handler("connections", "Connections made (TCP; 1 for UDP).")
-      .handler("queued", "Flow records in messages waiting to be sent.")
+      .handler("collector", "The collector: transport, address and port.", &ExporterBase::collector)
+      .handler("messages", "Messages sent.", &ExporterBase::messages)
+      .handler("sent_bytes", "Bytes of messages sent.", &ExporterBase::sent_bytes)
+      .handler("errors", "Send errors.", &ExporterBase::errors)
+      .handler("connections", "Connections made (TCP; 1 for UDP).", &ExporterBase::connections)
+      .handler("queued", "Flow records in messages waiting to be sent.", &ExporterBase::queued)
       .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
 }
 
@@ -246,15 +246,12 @@ void ExporterBase::abandon_pending(const char *why) {
   if (uint64_t n = link_->abandon()) counters.drops[counters.reason(why, true)].add(n);
 }
 
-std::optional<std::string> ExporterBase::read_handler(const std::string &name) const {
-  if (name == "collector") return link_->describe();
-  if (name == "messages") return std::to_string(link_->messages());
-  if (name == "sent_bytes") return std::to_string(link_->bytes());
-  if (name == "errors") return std::to_string(link_->errors());
-  if (name == "connections") return std::to_string(link_->connects());
-  if (name == "queued") return std::to_string(link_->queued_records());
-  return RuntimeElement::read_handler(name);
-}
+std::string ExporterBase::collector() const { return link_->describe(); }
+uint64_t ExporterBase::messages() const { return link_->messages(); }
+uint64_t ExporterBase::sent_bytes() const { return link_->bytes(); }
+uint64_t ExporterBase::errors() const { return link_->errors(); }
+uint64_t ExporterBase::connections() const { return link_->connects(); }
+uint64_t ExporterBase::queued() const { return link_->queued_records(); }
 
 void ExporterBase::report_metrics(MetricSink &out) const {
   out.counter("exporter_records_total", "Flow records sent to the collector.", double(counters.records_absorbed.get()));

@@ -49,7 +49,13 @@ class ExporterBase : public RuntimeElement {
   bool drain_pending(uint64_t now_ns) override;
   void abandon_pending(const char *why) override;
   void report(std::vector<std::string> &lines) const override;
-  std::optional<std::string> read_handler(const std::string &name) const override;
+  // Handlers (exporter_spec).
+  std::string collector() const;
+  uint64_t messages() const;
+  uint64_t sent_bytes() const;
+  uint64_t errors() const;
+  uint64_t connections() const;
+  uint64_t queued() const;
   void report_metrics(MetricSink &out) const override;
 
   void push(int, PacketBatch &) override {}

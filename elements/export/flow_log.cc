@@ -1,5 +1,3 @@
-#include "elements/export/flow_log.hh"
-
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -78,8 +76,6 @@ const ElementSpec &flow_log_spec() {
           .input(PortSpec::flows("in").many().describe("Flow records to write; takes any number of connections."));
   return spec;
 }
-
-SLUICE_ELEMENT(flow_log_spec);
 
 namespace {
 
@@ -193,6 +189,6 @@ class FlowLogRuntime final : public RuntimeElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("FlowLog", FlowLogRuntime);
+SLUICE_ELEMENT(FlowLogRuntime, flow_log_spec);
 
 }  // namespace sluice::elements

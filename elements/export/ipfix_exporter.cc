@@ -1,5 +1,3 @@
-#include "elements/export/ipfix_exporter.hh"
-
 #include <memory>
 
 #include "elements/export/exporter_base.hh"
@@ -37,8 +35,6 @@ const ElementSpec &ipfix_exporter_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(ipfix_exporter_spec);
-
 namespace {
 
 class IPFIXExporterRuntime final : public ExporterBase {
@@ -54,6 +50,6 @@ class IPFIXExporterRuntime final : public ExporterBase {
 
 }  // namespace
 
-SLUICE_RUNTIME("IPFIXExporter", IPFIXExporterRuntime);
+SLUICE_ELEMENT(IPFIXExporterRuntime, ipfix_exporter_spec);
 
 }  // namespace sluice::elements

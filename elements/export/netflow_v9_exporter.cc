@@ -1,5 +1,3 @@
-#include "elements/export/netflow_v9_exporter.hh"
-
 #include <memory>
 
 #include "elements/export/exporter_base.hh"
@@ -26,8 +24,6 @@ const ElementSpec &netflow_v9_exporter_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(netflow_v9_exporter_spec);
-
 namespace {
 
 // NetFlow v9 over UDP. A biflow becomes two v9 records; the counters count
@@ -48,6 +44,6 @@ class NetFlowV9ExporterRuntime final : public ExporterBase {
 
 }  // namespace
 
-SLUICE_RUNTIME("NetFlowV9Exporter", NetFlowV9ExporterRuntime);
+SLUICE_ELEMENT(NetFlowV9ExporterRuntime, netflow_v9_exporter_spec);
 
 }  // namespace sluice::elements

@@ -88,18 +88,22 @@ const ElementSpec &flow_table_spec() {
                    .describe("When a packet starts a new flow and the table is full: `evict` an existing flow "
                              "(exported with reason \"lack of resources\") to make room, or `drop` the packet "
                              "(counted as \"flow table full\") and keep the table as it is."))
-          .handler("size", "Flows the table holds: its capacity.")
-          .handler("active", "Flows in the table now.")
-          .handler("load", "Active flows as a fraction of size.")
-          .handler("peak", "Most flows in the table at once.")
-          .handler("created", "Flows started.")
-          .handler("evicted", "Flows evicted to make room (on_full evict).")
-          .handler("ended", "Flow records by end reason, one line per reason.")
-          .handler("clock", "The table's clock (UNIX ns) and the packets it dated at the clock instead of their "
-                            "own time, by reason, one line each.")
-          .writable_handler("idle_timeout", "The idle timeout, e.g. `30s`; a new value applies from the next "
-                                            "check of each flow.")
-          .writable_handler("active_timeout", "The active timeout, e.g. `10min`; as idle_timeout.")
+          .handler("size", "Flows the table holds: its capacity.", &FlowTableRuntime::size)
+          .handler("active", "Flows in the table now.", &FlowTableRuntime::active)
+          .handler("load", "Active flows as a fraction of size.", &FlowTableRuntime::load)
+          .handler("peak", "Most flows in the table at once.", &FlowTableRuntime::peak)
+          .handler("created", "Flows started.", &FlowTableRuntime::created)
+          .handler("evicted", "Flows evicted to make room (on_full evict).", &FlowTableRuntime::evicted)
+          .handler("ended", "Flow records by end reason, one line per reason.", &FlowTableRuntime::ended)
+          .handler("clock",
+                   "The table's clock (UNIX ns) and the packets it dated at the clock instead of their own time, "
+                   "by reason, one line each.",
+                   &FlowTableRuntime::clock)
+          .writable_handler("idle_timeout",
+                            "The idle timeout, e.g. `30s`; a new value applies from the next check of each flow.",
+                            &FlowTableRuntime::idle_timeout, &FlowTableRuntime::prepare_idle_timeout)
+          .writable_handler("active_timeout", "The active timeout, e.g. `10min`; as idle_timeout.",
+                            &FlowTableRuntime::active_timeout, &FlowTableRuntime::prepare_active_timeout)
           .input(PortSpec::packets("in").describe("Timestamped packets."))
           .output(PortSpec::flows("flows").many().describe(
               "Records of the flows that ended here: TCP FIN or RST, and evictions. Flows that time out "
@@ -108,8 +112,6 @@ const ElementSpec &flow_table_spec() {
               "Every packet, after it has been accounted to its flow."));
   return spec;
 }
-
-SLUICE_ELEMENT(flow_table_spec);
 
 FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
   FlowCacheConfig cfg;
@@ -284,39 +286,37 @@ void FlowTableRuntime::flush() {
   }
 }
 
-std::optional<std::string> FlowTableRuntime::read_handler(const std::string &name) const {
+size_t FlowTableRuntime::size() const { return cache_->capacity(); }
+size_t FlowTableRuntime::active() const { return cache_->active(); }
+double FlowTableRuntime::load() const { return double(cache_->active()) / double(cache_->capacity()); }
+size_t FlowTableRuntime::peak() const { return std::max(peak_active_, cache_->active()); }
+uint64_t FlowTableRuntime::created() const { return cache_->stats().created; }
+uint64_t FlowTableRuntime::evicted() const { return cache_->stats().evicted; }
+std::string FlowTableRuntime::idle_timeout() const { return format_duration_ns(int64_t(cache_->config().idle_ns)); }
+std::string FlowTableRuntime::active_timeout() const {
+  return format_duration_ns(int64_t(cache_->config().active_ns));
+}
+
+std::string FlowTableRuntime::clock() const {
+  std::string lines = "now: " + std::to_string(clock_.now()) + " ns";
+  for (FlowClock::Dating how : kAtClock)
+    lines += std::string("\n") + dating_reason(how) + ": " + std::to_string(dated_[int(how)].get());
+  lines += "\njumps followed: " + std::to_string(dated_[int(FlowClock::Dating::Followed)].get()) +
+           "\nshift: " + std::to_string(clock_.shift()) + " ns";
+  return lines;
+}
+
+std::string FlowTableRuntime::ended() const {
   const FlowCache::Stats &st = cache_->stats();
-  if (name == "size") return std::to_string(cache_->capacity());
-  if (name == "active") return std::to_string(cache_->active());
-  if (name == "load") return std::to_string(double(cache_->active()) / double(cache_->capacity()));
-  if (name == "peak") return std::to_string(std::max(peak_active_, cache_->active()));
-  if (name == "created") return std::to_string(st.created);
-  if (name == "evicted") return std::to_string(st.evicted);
-  if (name == "idle_timeout") return format_duration_ns(int64_t(cache_->config().idle_ns));
-  if (name == "active_timeout") return format_duration_ns(int64_t(cache_->config().active_ns));
-  if (name == "clock") {
-    std::string lines = "now: " + std::to_string(clock_.now()) + " ns";
-    for (FlowClock::Dating how : kAtClock)
-      lines += std::string("\n") + dating_reason(how) + ": " + std::to_string(dated_[int(how)].get());
-    lines += "\njumps followed: " + std::to_string(dated_[int(FlowClock::Dating::Followed)].get()) +
-             "\nshift: " + std::to_string(clock_.shift()) + " ns";
-    return lines;
-  }
-  if (name == "ended") {
-    std::string lines;
-    for (int r = 1; r <= 5; ++r)
-      lines += std::string(r > 1 ? "\n" : "") + flow_end_reason_name(FlowEndReason(r)) + ": " + std::to_string(st.ended[r]);
-    return lines;
-  }
-  return RuntimeElement::read_handler(name);
+  std::string lines;
+  for (int r = 1; r <= 5; ++r)
+    lines += std::string(r > 1 ? "\n" : "") + flow_end_reason_name(FlowEndReason(r)) + ": " + std::to_string(st.ended[r]);
+  return lines;
 }
 
 // Timeouts are checked against packet time whenever a flow is looked at, so
 // a new value needs nothing but the store, made between two batches.
-std::optional<RuntimeElement::HandlerChange> FlowTableRuntime::prepare_write(const std::string &name,
-                                                                             const std::string &value) {
-  bool idle = name == "idle_timeout";
-  if (!idle && name != "active_timeout") return std::nullopt;
+RuntimeElement::HandlerChange FlowTableRuntime::prepare_timeout(bool idle, const std::string &value) {
   std::string err;
   std::optional<Value> v = parse_value_text(value, *flow_table_spec().find_arg(idle ? "idle" : "active"), &err);
   if (!v) throw HandlerError(err);
@@ -369,6 +369,6 @@ void FlowTableRuntime::report(std::vector<std::string> &lines) const {
   if (std::string t = dating_text(); !t.empty()) lines.push_back(t);
 }
 
-SLUICE_RUNTIME("FlowTable", FlowTableRuntime);
+SLUICE_ELEMENT(FlowTableRuntime, flow_table_spec);
 
 }  // namespace sluice::elements

@@ -10,7 +10,6 @@
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
-const ElementSpec &flow_table_spec();
 
 // The run-time table; GCSlicer, in the same segment, expires its flows.
 class FlowTableRuntime final : public RuntimeElement {
@@ -32,8 +31,19 @@ class FlowTableRuntime final : public RuntimeElement {
   void adopt_state(RuntimeElement &old) override;
   void report(std::vector<std::string> &lines) const override;
   void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const override;
-  std::optional<std::string> read_handler(const std::string &name) const override;
-  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override;
+  // Handlers (flow_table_spec).
+  size_t size() const;
+  size_t active() const;
+  double load() const;
+  size_t peak() const;
+  uint64_t created() const;
+  uint64_t evicted() const;
+  std::string ended() const;
+  std::string clock() const;
+  std::string idle_timeout() const;
+  std::string active_timeout() const;
+  HandlerChange prepare_idle_timeout(const std::string &value) { return prepare_timeout(true, value); }
+  HandlerChange prepare_active_timeout(const std::string &value) { return prepare_timeout(false, value); }
   void report_metrics(MetricSink &out) const override;
   void jit_constants(std::vector<ConstantBytes> &out) const override;
   size_t flow_slots() const override { return cache_->slots(); }
@@ -51,6 +61,7 @@ class FlowTableRuntime final : public RuntimeElement {
   // leave on this lane's thread, with the next batch or at the end.
   std::vector<FlowRecord> adopted_evictions_;
   void emit_adopted_evictions();
+  HandlerChange prepare_timeout(bool idle, const std::string &value);
   void count_dating(FlowClock::Dating how) { dated_[int(how)].add(); }
   // "3 packets behind the clock, ..." for the summary; empty when every
   // packet was dated at its own time.

@@ -1,5 +1,3 @@
-#include "elements/flow/gc_slicer.hh"
-
 #include <rte_cycles.h>
 
 #include <stdexcept>
@@ -14,47 +12,6 @@ using namespace sluice;
 using namespace sluice::units;
 
 namespace sluice::elements {
-
-const ElementSpec &gc_slicer_spec() {
-  static const ElementSpec spec =
-      ElementSpec("GCSlicer")
-          .in_group("flow")
-          .brief("Expire a FlowTable's flows, a slice at a time")
-          .describe(
-              "Applies the idle and active timeouts of the FlowTable named by `table`. Rather than scanning "
-              "the whole table at once, it scans 1/`slices` of it every `period`/`slices` of packet time, so "
-              "the work is spread evenly and no batch pays for a full scan. With `period 1s, slices 1000` a "
-              "thousandth of the table is scanned every millisecond and each flow is looked at once a "
-              "second; a flow therefore ends at most `period` after its timeout.\n\n"
-              "The expired flows leave on `out` together with the records arriving on `in`, so connecting "
-              "the table's `flows` output here gives one stream with every ended flow.\n\n"
-              "Time is packet time; on live input an idle lane still advances it, so flows expire even when "
-              "no packet arrives.")
-          .arg(ArgSpec::element("table", "FlowTable")
-                   .needed()
-                   .describe("The FlowTable to expire: the name of a FlowTable in the same scope, usually "
-                             "the element just before."))
-          .arg(ArgSpec::duration("period")
-                   .live()
-                   .def("1s")
-                   .range(1 * kMs, 1 * kHour)
-                   .describe("Time in which the whole table is scanned once: how late, at most, a flow is "
-                             "expired."))
-          .arg(ArgSpec::count("slices")
-                   .live()
-                   .def("1000")
-                   .range(1, 1 * kM)
-                   .describe("Pieces the table is scanned in per period. More slices make each scan shorter "
-                             "and more frequent."))
-          .handler("slices_run", "Expiry slices scanned so far.")
-          .handler("slice_time", "Time per slice: median, 99th percentile and maximum.")
-          .input(PortSpec::flows("in").many().describe("Flow records to pass on: the table's `flows` output."))
-          .output(PortSpec::flows("out").many().describe(
-              "Records of ended flows: those arriving on `in` and those expired here."));
-  return spec;
-}
-
-SLUICE_ELEMENT(gc_slicer_spec);
 
 namespace {
 
@@ -142,12 +99,11 @@ class GCSlicerRuntime final : public RuntimeElement {
     if (now >= next_) next_ = now + step_;  // far behind (a jump in packet time): one scan was enough
   }
 
-  std::optional<std::string> read_handler(const std::string &name) const override {
-    if (name == "slices_run") return std::to_string(hist_.total);
-    if (name == "slice_time")
-      return "p50 <= " + std::to_string(hist_.quantile(0.5)) + " ns, p99 <= " + std::to_string(hist_.quantile(0.99)) +
-             " ns, max " + std::to_string(hist_.max_ns) + " ns";
-    return RuntimeElement::read_handler(name);
+  // Handlers (gc_slicer_spec).
+  uint64_t slices_run() const { return hist_.total; }
+  std::string slice_time() const {
+    return "p50 <= " + std::to_string(hist_.quantile(0.5)) + " ns, p99 <= " + std::to_string(hist_.quantile(0.99)) +
+           " ns, max " + std::to_string(hist_.max_ns) + " ns";
   }
 
   void report_metrics(MetricSink &out) const override {
@@ -220,6 +176,46 @@ class GCSlicerRuntime final : public RuntimeElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("GCSlicer", GCSlicerRuntime);
+
+const ElementSpec &gc_slicer_spec() {
+  static const ElementSpec spec =
+      ElementSpec("GCSlicer")
+          .in_group("flow")
+          .brief("Expire a FlowTable's flows, a slice at a time")
+          .describe(
+              "Applies the idle and active timeouts of the FlowTable named by `table`. Rather than scanning "
+              "the whole table at once, it scans 1/`slices` of it every `period`/`slices` of packet time, so "
+              "the work is spread evenly and no batch pays for a full scan. With `period 1s, slices 1000` a "
+              "thousandth of the table is scanned every millisecond and each flow is looked at once a "
+              "second; a flow therefore ends at most `period` after its timeout.\n\n"
+              "The expired flows leave on `out` together with the records arriving on `in`, so connecting "
+              "the table's `flows` output here gives one stream with every ended flow.\n\n"
+              "Time is packet time; on live input an idle lane still advances it, so flows expire even when "
+              "no packet arrives.")
+          .arg(ArgSpec::element("table", "FlowTable")
+                   .needed()
+                   .describe("The FlowTable to expire: the name of a FlowTable in the same scope, usually "
+                             "the element just before."))
+          .arg(ArgSpec::duration("period")
+                   .live()
+                   .def("1s")
+                   .range(1 * kMs, 1 * kHour)
+                   .describe("Time in which the whole table is scanned once: how late, at most, a flow is "
+                             "expired."))
+          .arg(ArgSpec::count("slices")
+                   .live()
+                   .def("1000")
+                   .range(1, 1 * kM)
+                   .describe("Pieces the table is scanned in per period. More slices make each scan shorter "
+                             "and more frequent."))
+          .handler("slices_run", "Expiry slices scanned so far.", &GCSlicerRuntime::slices_run)
+          .handler("slice_time", "Time per slice: median, 99th percentile and maximum.", &GCSlicerRuntime::slice_time)
+          .input(PortSpec::flows("in").many().describe("Flow records to pass on: the table's `flows` output."))
+          .output(PortSpec::flows("out").many().describe(
+              "Records of ended flows: those arriving on `in` and those expired here."));
+  return spec;
+}
+
+SLUICE_ELEMENT(GCSlicerRuntime, gc_slicer_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/discard.hh"
-
 #include "engine/runtime/element_runtime.hh"
 
 using namespace sluice;
@@ -18,8 +16,6 @@ const ElementSpec &discard_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(discard_spec);
-
 class DiscardRuntime final : public RuntimeElement {
  public:
   using RuntimeElement::RuntimeElement;
@@ -27,6 +23,6 @@ class DiscardRuntime final : public RuntimeElement {
  public:
   void push(int, PacketBatch &batch) override { absorb_all(batch); }
 };
-SLUICE_RUNTIME("Discard", DiscardRuntime);
+SLUICE_ELEMENT(DiscardRuntime, discard_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/filter.hh"
-
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -13,46 +11,9 @@ using namespace sluice;
 
 namespace sluice::elements {
 
-const ElementSpec &filter_spec() {
-  static const ElementSpec spec =
-      ElementSpec("Filter")
-          .in_group("packet")
-          .brief("Split packets by a pcap-filter expression")
-          .describe(
-              "Matches each packet against an expression in pcap-filter syntax, as tcpdump takes it: "
-              "`tcp and port 443`, `net 10.0.0.0/8`, `vlan 100`, `ip6`, `not udp`. Matching packets leave on "
-              "`match`, the others on `reject`.\n\n"
-              "libpcap compiles the expression, as tcpdump would, so it accepts exactly the packets tcpdump's "
-              "filter accepts, for the link type of the lane's source (a trace may be other than Ethernet). "
-              "The compiled program runs on the packet's bytes; in JIT mode it becomes part of the fused loop "
-              "of its segment.")
-          .arg(ArgSpec::string("expr")
-                   .live()
-                   .needed()
-                   .pos()
-                   .describe("The filter expression, in pcap-filter syntax (see pcap-filter(7)), e.g. "
-                             "`\"tcp and port 443\"`.")
-                   // libpcap compiles it (for Ethernet) at check time; errors point inside the string
-                   .check([](const Value &v) -> std::optional<ArgProblem> {
-                     auto e = check_filter_expression(v.text);
-                     if (!e) return std::nullopt;
-                     return ArgProblem{e->message, e->offset, e->length};
-                   }))
-          .writable_handler("expr", "The expression. A write is compiled by libpcap off the data path and "
-                                    "replaces the old one between two batches; an expression libpcap refuses is "
-                                    "an error and the old one stays.")
-          .input(PortSpec::packets("in").describe("Packets to test."))
-          .output(PortSpec::packets("match").describe("Packets that match the expression."))
-          .output(PortSpec::packets("reject").optional().describe(
-              "Packets that do not match. When unconnected they are dropped and counted as \"filtered\"."));
-  return spec;
-}
-
-SLUICE_ELEMENT(filter_spec);
-
-class FilterRuntime final : public RuntimeElement {
+class FilterRuntime final : public PacketStage<FilterRuntime, 2> {
  public:
-  FilterRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+  FilterRuntime(const Node &n, RunContext &c) : PacketStage(n, c) {
     set_unconnected_reason(1, "filtered");
   }
 
@@ -83,14 +44,10 @@ class FilterRuntime final : public RuntimeElement {
   // The fused loop runs the program as IR of its own, in place of matches().
   const PcapFilter *jit_pcap_filter() const override { return filter_ ? &*filter_ : nullptr; }
 
-  std::optional<std::string> read_handler(const std::string &name) const override {
-    if (name == "expr") return filter_->expression();
-    return RuntimeElement::read_handler(name);
-  }
-
+  // The `expr` handler (filter_spec).
+  std::string expression() const { return filter_->expression(); }
   // Compiled here, on the control thread; the data path only swaps programs.
-  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) override {
-    if (name != "expr") return std::nullopt;
+  HandlerChange prepare_expression(const std::string &value) {
     std::string err;
     auto f = compile(value, &err);
     if (!f) throw HandlerError(err);
@@ -99,23 +56,9 @@ class FilterRuntime final : public RuntimeElement {
   }
 
  public:
-  // A packet stage (SLUICE_PACKET_STAGE): match, or reject.
+  // A packet stage: match, or reject.
   int classify(rte_mbuf *m) {
     return filter_->matches(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, anno(m).wire_len) ? 0 : 1;
-  }
-  void batch_done(uint64_t, uint64_t) {}
-
-  void push(int, PacketBatch &batch) override {
-    PacketBatch reject;
-    uint16_t kept = 0;
-    for (int i = 0; i < batch.count; ++i) {
-      rte_mbuf *m = batch.pkts[i];
-      if (classify(m) == 0) batch.pkts[kept++] = m;
-      else reject.push(m);
-    }
-    batch.count = kept;
-    emit(0, batch);
-    emit(1, reject);
   }
 
  private:
@@ -139,7 +82,44 @@ class FilterRuntime final : public RuntimeElement {
 
   std::optional<PcapFilter> filter_;
 };
-SLUICE_RUNTIME("Filter", FilterRuntime);
-SLUICE_PACKET_STAGE("Filter", FilterRuntime);
+
+const ElementSpec &filter_spec() {
+  static const ElementSpec spec =
+      ElementSpec("Filter")
+          .in_group("packet")
+          .brief("Split packets by a pcap-filter expression")
+          .describe(
+              "Matches each packet against an expression in pcap-filter syntax, as tcpdump takes it: "
+              "`tcp and port 443`, `net 10.0.0.0/8`, `vlan 100`, `ip6`, `not udp`. Matching packets leave on "
+              "`match`, the others on `reject`.\n\n"
+              "libpcap compiles the expression, as tcpdump would, so it accepts exactly the packets tcpdump's "
+              "filter accepts, for the link type of the lane's source (a trace may be other than Ethernet). "
+              "The compiled program runs on the packet's bytes; in JIT mode it becomes part of the fused loop "
+              "of its segment.")
+          .arg(ArgSpec::string("expr")
+                   .live()
+                   .needed()
+                   .pos()
+                   .describe("The filter expression, in pcap-filter syntax (see pcap-filter(7)), e.g. "
+                             "`\"tcp and port 443\"`.")
+                   // libpcap compiles it (for Ethernet) at check time; errors point inside the string
+                   .check([](const Value &v) -> std::optional<ArgProblem> {
+                     auto e = check_filter_expression(v.text);
+                     if (!e) return std::nullopt;
+                     return ArgProblem{e->message, e->offset, e->length};
+                   }))
+          .writable_handler("expr",
+                            "The expression. A write is compiled by libpcap off the data path and replaces the "
+                            "old one between two batches; an expression libpcap refuses is an error and the old "
+                            "one stays.",
+                            &FilterRuntime::expression, &FilterRuntime::prepare_expression)
+          .input(PortSpec::packets("in").describe("Packets to test."))
+          .output(PortSpec::packets("match").describe("Packets that match the expression."))
+          .output(PortSpec::packets("reject").optional().describe(
+              "Packets that do not match. When unconnected they are dropped and counted as \"filtered\"."));
+  return spec;
+}
+
+SLUICE_ELEMENT(FilterRuntime, filter_spec);
 
 }  // namespace sluice::elements

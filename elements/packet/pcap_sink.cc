@@ -1,5 +1,3 @@
-#include "elements/packet/pcap_sink.hh"
-
 #include <pcap/pcap.h>
 
 #include <algorithm>
@@ -57,8 +55,6 @@ const ElementSpec &pcap_sink_spec() {
           .input(PortSpec::packets("in").many().describe("Packets to write; takes any number of connections."));
   return spec;
 }
-
-SLUICE_ELEMENT(pcap_sink_spec);
 
 namespace {
 
@@ -199,6 +195,6 @@ class PcapSinkRuntime final : public RuntimeElement {
   RecordFile file_;
   int write_error_;
 };
-SLUICE_RUNTIME("PcapSink", PcapSinkRuntime);
+SLUICE_ELEMENT(PcapSinkRuntime, pcap_sink_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/ring.hh"
-
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/channel.hh"
 
@@ -9,6 +7,51 @@ using namespace sluice;
 using namespace sluice::units;
 
 namespace sluice::elements {
+
+// The ring itself is the channel the runtime puts on this element's output
+// (a thread boundary); the element hands batches to it and reports on it.
+class RingRuntime final : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+
+ public:
+  void push(int, PacketBatch &batch) override { emit(0, batch); }
+  void report(std::vector<std::string> &lines) const override {
+    if (const Channel *ch = channel())
+      lines.push_back("ring: capacity " + std::to_string(ch->capacity()) + ", highest occupancy " +
+                      std::to_string(ch->max_occupancy()) + ", waits for room " + std::to_string(ch->waits()));
+  }
+
+  // Handlers (ring_spec): the channel's numbers, none before it is there.
+  std::optional<std::string> capacity() const { return of_channel(&Channel::capacity); }
+  std::optional<std::string> occupancy() const { return of_channel(&Channel::occupancy); }
+  std::optional<std::string> peak() const { return of_channel(&Channel::max_occupancy); }
+  std::optional<std::string> waits() const { return of_channel(&Channel::waits); }
+
+  void report_metrics(MetricSink &out) const override {
+    const Channel *ch = channel();
+    if (!ch) return;
+    out.gauge("ring_occupancy_packets", "Packets in the ring.", double(ch->occupancy()));
+    out.gauge("ring_capacity_packets", "Packets the ring holds.", double(ch->capacity()));
+    out.gauge("ring_peak_occupancy_packets", "Highest occupancy of the ring so far.", double(ch->max_occupancy()));
+    out.counter("ring_producer_waits_total", "Times an offline producer waited for room in the ring.",
+                double(ch->waits()));
+  }
+
+ private:
+  // The runtime puts a channel on the output of a thread boundary.
+  const Channel *channel() const {
+    for (const OutputTarget &t : targets(0))
+      if (t.channel) return t.channel;
+    return nullptr;
+  }
+  template <class N>
+  std::optional<std::string> of_channel(N (Channel::*number)() const) const {
+    const Channel *ch = channel();
+    if (!ch) return std::nullopt;
+    return std::to_string((ch->*number)());
+  }
+};
 
 const ElementSpec &ring_spec() {
   static const ElementSpec spec =
@@ -32,58 +75,16 @@ const ElementSpec &ring_spec() {
                    .pos()
                    .describe("Packets the ring holds. 64K packets absorb "
                              "about 4.4ms of traffic at 14.88Mpps (10Gbps of minimum-size frames)."))
-          .handler("capacity", "Packets the ring holds.")
-          .handler("occupancy", "Packets in the ring now.")
-          .handler("peak", "Highest occupancy so far.")
-          .handler("waits", "Times an offline producer waited for room.")
+          .handler("capacity", "Packets the ring holds.", &RingRuntime::capacity)
+          .handler("occupancy", "Packets in the ring now.", &RingRuntime::occupancy)
+          .handler("peak", "Highest occupancy so far.", &RingRuntime::peak)
+          .handler("waits", "Times an offline producer waited for room.", &RingRuntime::waits)
           .input(PortSpec::packets("in").describe("Packets from the segment before the ring."))
-          .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."));
+          .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."))
+          .needs_channel_capacity([](const Node &n) { return unsigned(n.arg("capacity")->value.integer); });
   return spec;
 }
 
-SLUICE_ELEMENT(ring_spec);
-
-// The ring itself is the channel the runtime puts on this element's output
-// (a thread boundary); the element hands batches to it and reports on it.
-class RingRuntime final : public RuntimeElement {
- public:
-  using RuntimeElement::RuntimeElement;
-
- public:
-  void push(int, PacketBatch &batch) override { emit(0, batch); }
-  void report(std::vector<std::string> &lines) const override {
-    if (const Channel *ch = channel())
-      lines.push_back("ring: capacity " + std::to_string(ch->capacity()) + ", highest occupancy " +
-                      std::to_string(ch->max_occupancy()) + ", waits for room " + std::to_string(ch->waits()));
-  }
-
-  std::optional<std::string> read_handler(const std::string &name) const override {
-    const Channel *ch = channel();
-    if (ch && name == "capacity") return std::to_string(ch->capacity());
-    if (ch && name == "occupancy") return std::to_string(ch->occupancy());
-    if (ch && name == "peak") return std::to_string(ch->max_occupancy());
-    if (ch && name == "waits") return std::to_string(ch->waits());
-    return RuntimeElement::read_handler(name);
-  }
-
-  void report_metrics(MetricSink &out) const override {
-    const Channel *ch = channel();
-    if (!ch) return;
-    out.gauge("ring_occupancy_packets", "Packets in the ring.", double(ch->occupancy()));
-    out.gauge("ring_capacity_packets", "Packets the ring holds.", double(ch->capacity()));
-    out.gauge("ring_peak_occupancy_packets", "Highest occupancy of the ring so far.", double(ch->max_occupancy()));
-    out.counter("ring_producer_waits_total", "Times an offline producer waited for room in the ring.",
-                double(ch->waits()));
-  }
-
- private:
-  // The runtime puts a channel on the output of a thread boundary.
-  const Channel *channel() const {
-    for (const OutputTarget &t : targets(0))
-      if (t.channel) return t.channel;
-    return nullptr;
-  }
-};
-SLUICE_RUNTIME("Ring", RingRuntime);
+SLUICE_ELEMENT(RingRuntime, ring_spec);
 
 }  // namespace sluice::elements

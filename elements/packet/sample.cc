@@ -1,5 +1,3 @@
-#include "elements/packet/sample.hh"
-
 #include "engine/runtime/element_runtime.hh"
 
 using namespace sluice;
@@ -27,12 +25,10 @@ const ElementSpec &sample_spec() {
   return spec;
 }
 
-SLUICE_ELEMENT(sample_spec);
-
 // A splitmix64 stream per lane: the same trace picks the same packets.
-class SampleRuntime final : public RuntimeElement {
+class SampleRuntime final : public PacketStage<SampleRuntime, 2> {
  public:
-  SampleRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
+  SampleRuntime(const Node &n, RunContext &c) : PacketStage(n, c) {
     double rate = arg("rate").real;
     threshold_ = rate >= 1.0 ? UINT64_MAX : uint64_t(rate * 18446744073709551616.0);
     state_ = 0x5eed0000u + uint64_t(lane() + 1);
@@ -44,21 +40,8 @@ class SampleRuntime final : public RuntimeElement {
     out.push_back({&threshold_, sizeof threshold_});
   }
 
-  // A packet stage (SLUICE_PACKET_STAGE): sampled, or not.
+  // A packet stage: sampled, or not.
   int classify(rte_mbuf *) { return next() < threshold_ ? 0 : 1; }
-  void batch_done(uint64_t, uint64_t) {}
-
-  void push(int, PacketBatch &batch) override {
-    PacketBatch rest;
-    uint16_t kept = 0;
-    for (int i = 0; i < batch.count; ++i) {
-      if (classify(batch.pkts[i]) == 0) batch.pkts[kept++] = batch.pkts[i];
-      else rest.push(batch.pkts[i]);
-    }
-    batch.count = kept;
-    emit(0, batch);
-    emit(1, rest);
-  }
 
  private:
   uint64_t next() {
@@ -69,7 +52,6 @@ class SampleRuntime final : public RuntimeElement {
   }
   uint64_t threshold_, state_;
 };
-SLUICE_RUNTIME("Sample", SampleRuntime);
-SLUICE_PACKET_STAGE("Sample", SampleRuntime);
+SLUICE_ELEMENT(SampleRuntime, sample_spec);
 
 }  // namespace sluice::elements

@@ -1,5 +1,3 @@
-#include "elements/packet/tee.hh"
-
 #include "engine/runtime/element_runtime.hh"
 
 using namespace sluice;
@@ -22,8 +20,6 @@ const ElementSpec &tee_spec() {
                                                               "as needed."));
   return spec;
 }
-
-SLUICE_ELEMENT(tee_spec);
 
 // Every connected output gets every packet, one mbuf reference each: the
 // copies share the buffer.
@@ -54,6 +50,6 @@ class TeeRuntime final : public RuntimeElement {
  private:
   std::vector<int> ports_;
 };
-SLUICE_RUNTIME("Tee", TeeRuntime);
+SLUICE_ELEMENT(TeeRuntime, tee_spec);
 
 }  // namespace sluice::elements

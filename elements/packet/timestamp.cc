@@ -1,5 +1,3 @@
-#include "elements/packet/timestamp.hh"
-
 #include <rte_cycles.h>
 
 #include <stdexcept>
@@ -47,8 +45,6 @@ const ElementSpec &timestamp_spec() {
           .output(PortSpec::packets("out").describe("The same packets, stamped."));
   return spec;
 }
-
-SLUICE_ELEMENT(timestamp_spec);
 
 // pcap: the capture time the source put in the annotations (trace files,
 // TrafficGen). hw: the device's receive timestamp, which the source put
@@ -124,6 +120,6 @@ class TimestampRuntime final : public RuntimeElement {
   uint64_t wall0_ = 0, tsc0_ = 0, last_ = 0, resync_tsc_ = 1;
   double ns_per_tsc_ = 1;
 };
-SLUICE_RUNTIME("Timestamp", TimestampRuntime);
+SLUICE_ELEMENT(TimestampRuntime, timestamp_spec);
 
 }  // namespace sluice::elements

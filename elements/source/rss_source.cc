@@ -1,5 +1,3 @@
-#include "elements/source/rss_source.hh"
-
 #include <rte_ring.h>
 
 #include <atomic>
@@ -67,11 +65,12 @@ const ElementSpec &rss_source_spec() {
                    .describe("Hash both directions of a flow to the same queue. With `false` the device's "
                              "default hash is used and the two directions of a connection may meet in "
                              "different lanes; use `FlowTable(direction uni)` then."))
-          .output(PortSpec::packets("out").describe("Received packets, parsed, in batches of up to `burst`."));
+          .output(PortSpec::packets("out").describe("Received packets, parsed, in batches of up to `burst`."))
+          .needs_device([](const Node &n) { return n.arg("device")->value.text; })
+          .needs_lane_mbufs([](const Node &n) { return unsigned(n.arg("rx_desc")->value.integer); })
+          .needs_burst([](const Node &n) { return unsigned(n.arg("burst")->value.integer); });
   return spec;
 }
-
-SLUICE_ELEMENT(rss_source_spec);
 
 namespace {
 
@@ -260,6 +259,6 @@ class RSSSourceRuntime final : public SourceElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("RSSSource", RSSSourceRuntime);
+SLUICE_ELEMENT(RSSSourceRuntime, rss_source_spec);
 
 }  // namespace sluice::elements

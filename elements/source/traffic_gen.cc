@@ -1,5 +1,3 @@
-#include "elements/source/traffic_gen.hh"
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -90,11 +88,16 @@ const ElementSpec &traffic_gen_spec() {
           .arg(ArgSpec::count("vlan")
                    .range(1, 4094)
                    .describe("Tag every packet with this 802.1Q VLAN id. When absent, packets are untagged."))
-          .output(PortSpec::packets("out").describe("The generated packets, in trace-time order within each lane."));
+          .output(PortSpec::packets("out").describe("The generated packets, in trace-time order within each lane."))
+          .needs_frame_room([](const Node &n) {  // its largest size (imix: none above the default)
+            const Value &sizes = n.arg("sizes")->value;
+            unsigned room = 0;
+            for (const Value &v : sizes.is_list ? sizes.items : std::vector<Value>{sizes})
+              if (!v.is_symbol) room = std::max(room, unsigned(v.integer));
+            return room;
+          });
   return spec;
 }
-
-SLUICE_ELEMENT(traffic_gen_spec);
 
 namespace {
 
@@ -210,6 +213,6 @@ class TrafficGenRuntime final : public SourceElement {
 
 }  // namespace
 
-SLUICE_RUNTIME("TrafficGen", TrafficGenRuntime);
+SLUICE_ELEMENT(TrafficGenRuntime, traffic_gen_spec);
 
 }  // namespace sluice::elements

@@ -528,7 +528,7 @@ class SegmentBuilder {
   }
 
   // --- one pass over the batch for a chain of packet stages -----------------
-  // Stages (SLUICE_PACKET_STAGE) that feed one another directly run in one
+  // Stages (PacketStage) that feed one another directly run in one
   // loop over the batch: each packet goes through the chain's classify()
   // calls until it leaves it, into the batch of its exit (an output to
   // anything else). Afterwards, in the order the interpreter would: the

@@ -326,8 +326,7 @@ class Planner {
  private:
   std::string device_of(int source) const {
     for (const Node &n : lg_.nodes)
-      if (n.element == source)
-        if (const ResolvedArg *d = n.arg("device")) return d->value.text;
+      if (n.element == source && n.spec->needs.device) return n.spec->needs.device(n);
     return "";
   }
 

@@ -13,12 +13,6 @@ RuntimeRegistry &RuntimeRegistry::global() {
 }
 
 void RuntimeRegistry::add_jit(const std::string &cls, JitEntry e) { jit_[cls] = e; }
-void RuntimeRegistry::add_packet_stage(const std::string &cls, const char *classify_symbol,
-                                       const char *batch_done_symbol) {
-  JitEntry &e = jit_[cls];  // registered after SLUICE_RUNTIME's entry, in the same file
-  e.classify_symbol = classify_symbol;
-  e.batch_done_symbol = batch_done_symbol;
-}
 
 const JitEntry *RuntimeRegistry::find_jit(const std::string &cls) const {
   auto it = jit_.find(cls);
@@ -160,6 +154,8 @@ void RuntimeElement::absorb_all(PacketBatch &batch) {
 }
 
 std::optional<std::string> RuntimeElement::read_handler(const std::string &name) const {
+  for (const HandlerSpec &h : node_->spec->handlers)
+    if (h.name == name && h.read) return h.read(*this);
   const ElementCounters &c = counters;
   auto number = [](uint64_t v) { return std::optional<std::string>(std::to_string(v)); };
   if (name == "in") return number(c.in.get());
@@ -178,6 +174,13 @@ std::optional<std::string> RuntimeElement::read_handler(const std::string &name)
     if (!lines.empty()) lines.pop_back();
     return lines;
   }
+  return std::nullopt;
+}
+
+std::optional<RuntimeElement::HandlerChange> RuntimeElement::prepare_write(const std::string &name,
+                                                                          const std::string &value) {
+  for (const HandlerSpec &h : node_->spec->handlers)
+    if (h.name == name && h.write) return h.write(*this, value);
   return std::nullopt;
 }
 

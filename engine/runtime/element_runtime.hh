@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/graph.hh"
@@ -121,22 +122,20 @@ class RuntimeElement {
   // For the summary's JSON; any thread.
   virtual void event_counts(std::vector<std::pair<std::string, uint64_t>> &out) const {}
 
-  // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`, declared in
-  // the spec: ElementSpec::handler). Reads and applied writes run on the
-  // element's segment thread between two batches (SegmentRunner::call), so
-  // they may touch any state. An override answers its own names and passes
-  // the others to its base (which answers the common counter handlers).
-  // The value as text; nullopt when the element has no such handler.
-  virtual std::optional<std::string> read_handler(const std::string &name) const;
+  // Control handlers (`sluice ctl read/write ELEMENT.HANDLER`): the common
+  // counter handlers, and those the spec binds to the class's members
+  // (ElementSpec::handler). Reads and applied writes run on the element's
+  // segment thread between two batches (SegmentRunner::call), so they may
+  // touch any state. The value as text; nullopt when the element has no such
+  // handler.
+  std::optional<std::string> read_handler(const std::string &name) const;
   // A write, in two steps: this runs on the control thread and may only
   // read what does not change while running (arguments, the link type); it
   // parses and prepares the value (compiles a filter) and throws
   // HandlerError for a bad one. The change it returns runs on the segment
   // thread. nullopt when the element has no such writable handler.
   using HandlerChange = std::function<void()>;
-  virtual std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value) {
-    return std::nullopt;
-  }
+  std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value);
   // Numbers for the metrics endpoint beyond the counters (which are read
   // from any thread). Runs on the segment thread between two batches.
   virtual void report_metrics(MetricSink &out) const {}
@@ -266,7 +265,7 @@ struct JitEntry {
   const char *push_symbol;  // extern "C" void (RuntimeElement *, int port, PacketBatch *)
   const char *stamp_symbol;
   const JitStamp *stamp;    // this binary's
-  // A packet stage (SLUICE_PACKET_STAGE): extern "C" int (RuntimeElement *,
+  // A packet stage (PacketStage): extern "C" int (RuntimeElement *,
   // rte_mbuf *) and void (RuntimeElement *, uint64_t packets, uint64_t bytes).
   const char *classify_symbol = nullptr;
   const char *batch_done_symbol = nullptr;
@@ -283,7 +282,6 @@ class RuntimeRegistry {
     return it == factories_.end() ? nullptr : &it->second;
   }
   void add_jit(const std::string &cls, JitEntry e);
-  void add_packet_stage(const std::string &cls, const char *classify_symbol, const char *batch_done_symbol);
   const JitEntry *find_jit(const std::string &cls) const;
 
  private:
@@ -291,51 +289,104 @@ class RuntimeRegistry {
   std::map<std::string, JitEntry> jit_;
 };
 
-struct RegisterPacketStage {
-  RegisterPacketStage(const char *cls, const char *classify_symbol, const char *batch_done_symbol) {
-    RuntimeRegistry::global().add_packet_stage(cls, classify_symbol, batch_done_symbol);
+// A packet stage: an element with one input whose push decides each
+// packet's output on its own, in arrival order. Derived has
+//   int classify(rte_mbuf *m)   the output port for m, called once per packet
+//   void batch_done(uint64_t packets, uint64_t wire_bytes)   once per batch,
+//                               after classify (optional: the default does nothing)
+// and push() is derived from them: classify every packet, batch_done, then
+// emit the packets of each of the `Outputs` outputs in port order. A fused
+// loop (the JIT) runs a chain of adjacent stages (Filter -> Sample ->
+// Counter) in one pass over the batch, calling the same two functions.
+class PacketStageBase : public RuntimeElement {
+ public:
+  using RuntimeElement::RuntimeElement;
+};
+
+template <class Derived, int Outputs = 1>
+class PacketStage : public PacketStageBase {
+  static_assert(Outputs >= 1);
+
+ public:
+  using PacketStageBase::PacketStageBase;
+
+  void batch_done(uint64_t, uint64_t) {}
+
+  void push(int, PacketBatch &batch) final {
+    Derived &self = static_cast<Derived &>(*this);
+    uint64_t packets = batch.count, bytes = batch.wire_bytes();
+    if constexpr (Outputs == 1) {
+      for (int i = 0; i < batch.count; ++i) self.classify(batch.pkts[i]);
+      self.batch_done(packets, bytes);
+      emit(0, batch);
+    } else {
+      PacketBatch others[Outputs - 1];
+      uint16_t kept = 0;
+      for (int i = 0; i < batch.count; ++i) {
+        rte_mbuf *m = batch.pkts[i];
+        int port = self.classify(m);
+        if (port == 0) batch.pkts[kept++] = m;
+        else others[port - 1].push(m);
+      }
+      batch.count = kept;
+      self.batch_done(packets, bytes);
+      emit(0, batch);
+      for (int q = 1; q < Outputs; ++q) emit(q, others[q - 1]);
+    }
   }
 };
 
-struct RegisterRuntime {
-  RegisterRuntime(const char *cls, RuntimeFactory f, JitEntry jit) {
-    RuntimeRegistry::global().add(cls, std::move(f));
-    RuntimeRegistry::global().add_jit(cls, jit);
+template <class T>
+inline constexpr bool is_packet_stage = std::is_base_of_v<PacketStageBase, T>;
+
+// SLUICE_ELEMENT's JIT entries of a packet stage (and nothing for others).
+template <class T>
+int stage_classify(RuntimeElement *e, rte_mbuf *m) {
+  if constexpr (is_packet_stage<T>) return static_cast<T *>(e)->T::classify(m);
+  else return 0;
+}
+template <class T>
+void stage_batch_done(RuntimeElement *e, uint64_t packets, uint64_t bytes) {
+  if constexpr (is_packet_stage<T>) static_cast<T *>(e)->T::batch_done(packets, bytes);
+}
+
+// What SLUICE_ELEMENT registers: the spec, the factory and the JIT's entry,
+// all under the spec's name.
+struct RegisterElementClass {
+  RegisterElementClass(const ElementSpec &spec, RuntimeFactory make, JitEntry jit) {
+    ElementRegistry::global().add(&spec);
+    RuntimeRegistry::global().add(spec.name, std::move(make));
+    RuntimeRegistry::global().add_jit(spec.name, jit);
   }
 };
 
 }  // namespace sluice
 
-
-// In an element's .cc: SLUICE_RUNTIME("Filter", FilterRuntime) where the class
-// has a constructor (const Node &, RunContext &). Besides the factory it
-// defines the class's entry for fused loops, which calls its push directly,
-// and its stamp (JitStamp); the bitcode build of the file has both too.
-#define SLUICE_RUNTIME(cls, Type)                                                                         \
+// An element, in its one .cc: the class (constructor (const Node &,
+// RunContext &)) and a function returning its spec (a function-local static),
+// registered once with
+//   SLUICE_ELEMENT(FilterRuntime, filter_spec);
+// The class name in the pipe language is the spec's name. Besides the spec
+// and the factory this defines what the JIT finds in the file's bitcode
+// (docs/jit.md): the class's entry, which calls its push directly, its stamp
+// (JitStamp), and for a packet stage (PacketStage) its classify and
+// batch_done.
+#define SLUICE_ELEMENT(Type, spec_fn)                                                                       \
   extern "C" void sluice_jit_push_##Type(::sluice::RuntimeElement *e, int port, ::sluice::PacketBatch *b) { \
     static_cast<Type *>(e)->Type::push(port, *b);                                                          \
   }                                                                                                        \
   extern "C" const ::sluice::JitStamp sluice_jit_stamp_##Type = {sizeof(Type), __TIMESTAMP__};            \
-  static ::sluice::RegisterRuntime SLUICE_ELEMENT_CAT(sluice_runtime_, __LINE__){                         \
-      cls,                                                                                                 \
+  extern "C" int sluice_jit_classify_##Type(::sluice::RuntimeElement *e, rte_mbuf *m) {                   \
+    return ::sluice::stage_classify<Type>(e, m);                                                           \
+  }                                                                                                        \
+  extern "C" void sluice_jit_batch_done_##Type(::sluice::RuntimeElement *e, uint64_t n, uint64_t bytes) { \
+    ::sluice::stage_batch_done<Type>(e, n, bytes);                                                         \
+  }                                                                                                        \
+  static ::sluice::RegisterElementClass SLUICE_ELEMENT_CAT(sluice_element_, __LINE__){                     \
+      spec_fn(),                                                                                           \
       [](const ::sluice::Node &n, ::sluice::RunContext &c) -> std::unique_ptr<::sluice::RuntimeElement> {  \
         return std::make_unique<Type>(n, c);                                                               \
       },                                                                                                   \
-      {"sluice_jit_push_" #Type, "sluice_jit_stamp_" #Type, &sluice_jit_stamp_##Type}}
-
-// After SLUICE_RUNTIME, for an element that is a packet stage: its push
-// decides each packet's output on its own, in arrival order, with
-//   int classify(rte_mbuf *m)   the output port for m, called once per packet
-//   void batch_done(uint64_t packets, uint64_t wire_bytes)   once per batch after
-// and push() is exactly: classify every packet, batch_done, then emit the
-// packets of each output in port order. A fused loop then runs a chain of
-// adjacent stages (Filter -> Sample -> Counter) in one pass over the batch.
-#define SLUICE_PACKET_STAGE(cls, Type)                                                                  \
-  extern "C" int sluice_jit_classify_##Type(::sluice::RuntimeElement *e, rte_mbuf *m) {                 \
-    return static_cast<Type *>(e)->Type::classify(m);                                                   \
-  }                                                                                                     \
-  extern "C" void sluice_jit_batch_done_##Type(::sluice::RuntimeElement *e, uint64_t n, uint64_t bytes) { \
-    static_cast<Type *>(e)->Type::batch_done(n, bytes);                                                 \
-  }                                                                                                     \
-  static ::sluice::RegisterPacketStage SLUICE_ELEMENT_CAT(sluice_stage_, __LINE__){                     \
-      cls, "sluice_jit_classify_" #Type, "sluice_jit_batch_done_" #Type}
+      {"sluice_jit_push_" #Type, "sluice_jit_stamp_" #Type, &sluice_jit_stamp_##Type,                      \
+       ::sluice::is_packet_stage<Type> ? "sluice_jit_classify_" #Type : nullptr,                           \
+       ::sluice::is_packet_stage<Type> ? "sluice_jit_batch_done_" #Type : nullptr}}

@@ -20,7 +20,7 @@ std::unique_ptr<RuntimeElement> make_instance(const Node &n, RunContext &ctx) {
 namespace {
 
 unsigned channel_capacity(const Node &from, const ElementSpec &spec) {
-  if (const ResolvedArg *a = from.arg("capacity"); a && spec.is_thread_boundary()) return unsigned(a->value.integer);
+  if (spec.is_thread_boundary() && spec.needs.channel_capacity) return spec.needs.channel_capacity(from);
   return kMergeCapacity;
 }
 
@@ -107,7 +107,7 @@ std::vector<std::function<void()>> wire_segments(SegmentSet &set, const LaneGrap
       r.add_element(e);
       if (auto *src = dynamic_cast<SourceElement *>(e)) {
         r.add_source(src);
-        if (const ResolvedArg *b = lg.nodes[size_t(v)].arg("burst")) r.set_burst(unsigned(b->value.integer));
+        if (const Node &n = lg.nodes[size_t(v)]; n.spec->needs.burst) r.set_burst(n.spec->needs.burst(n));
       }
     }
   }

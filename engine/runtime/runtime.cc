@@ -109,12 +109,12 @@ bool Runtime::setup(std::string *error) {
       const Node &from = lg.nodes[ed.from];
       if (!ed.crosses_segments || from.lane < 0) continue;
       unsigned cap = kMergeCapacity;
-      if (const ResolvedArg *a = from.arg("capacity"); a && from.spec->is_thread_boundary())
-        cap = unsigned(a->value.integer);
+      if (from.spec->is_thread_boundary() && from.spec->needs.channel_capacity)
+        cap = from.spec->needs.channel_capacity(from);
       ctx_.lane_mbufs[from.lane] += cap;
     }
     for (const Node &n : lg.nodes)
-      if (const ResolvedArg *a = n.arg("rx_desc"); a && n.lane >= 0) ctx_.lane_mbufs[n.lane] += unsigned(a->value.integer);
+      if (n.spec->needs.lane_mbufs && n.lane >= 0) ctx_.lane_mbufs[n.lane] += n.spec->needs.lane_mbufs(n);
 
     // A plan made for another machine, or for cpus this process may not
     // use (taskset, cgroups), cannot be applied here.
@@ -137,11 +137,8 @@ bool Runtime::setup(std::string *error) {
       // Buffers hold 2 KiB frames, or TrafficGen's largest size.
       double room = RTE_MBUF_DEFAULT_DATAROOM;
       for (const Node &n : lg.nodes)
-        if (n.lane == l.id && n.spec->is_source())
-          if (const ResolvedArg *sz = n.arg("sizes")) {
-            for (const Value &v : sz->value.is_list ? sz->value.items : std::vector<Value>{sz->value})
-              if (!v.is_symbol) room = std::max(room, double(v.integer));
-          }
+        if (n.lane == l.id && n.spec->is_source() && n.spec->needs.frame_room)
+          room = std::max(room, double(n.spec->needs.frame_room(n)));
       double lane_bytes = double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
       bytes += lane_bytes;
       if (plan) {
@@ -159,12 +156,11 @@ bool Runtime::setup(std::string *error) {
       for (size_t n = 0; n < node_bytes.size(); ++n)
         eal.node_memory_mb.push_back(unsigned(node_bytes[n] * 2 / (1 << 20)) + (n == 0 ? 128 : node_bytes[n] ? 64 : 0));
     for (const Node &n : lg.nodes) {
-      if (n.spec->name != "RSSSource") continue;
-      const ResolvedArg *dev = n.arg("device");
-      if (dev && is_pci_address(dev->value.text)) {
+      if (!n.spec->needs.device) continue;
+      std::string dev = n.spec->needs.device(n);
+      if (is_pci_address(dev)) {
         eal.pci = true;
-        if (std::find(eal.allow.begin(), eal.allow.end(), dev->value.text) == eal.allow.end())
-          eal.allow.push_back(dev->value.text);
+        if (std::find(eal.allow.begin(), eal.allow.end(), dev) == eal.allow.end()) eal.allow.push_back(dev);
       }
     }
     if (!init_eal(eal, error)) return false;

@@ -36,7 +36,7 @@ const sluice::ElementSpec &fuzz_args_spec() {
                                               .arg(ArgSpec::count("counts").lists().or_words({"none"}));
   return spec;
 }
-SLUICE_ELEMENT(fuzz_args_spec);
+SLUICE_ELEMENT_SPEC(fuzz_args_spec);
 
 // Each uses $V and $W in arguments of one type each (so that a seed can make
 // it valid); tests/fuzz/defines.seeds has values for each.

@@ -6,6 +6,14 @@
 
 namespace {
 
+class EvenOddRuntime final : public sluice::PacketStage<EvenOddRuntime, 2> {
+ public:
+  EvenOddRuntime(const sluice::Node &n, sluice::RunContext &c) : PacketStage(n, c) {
+    set_unconnected_reason(1, "odd length");
+  }
+  int classify(rte_mbuf *m) { return sluice::anno(m).wire_len % 2; }
+};
+
 const sluice::ElementSpec &even_odd_spec() {
   static const sluice::ElementSpec spec =
       sluice::ElementSpec("EvenOdd")
@@ -16,28 +24,8 @@ const sluice::ElementSpec &even_odd_spec() {
           .output(sluice::PortSpec::packets("odd").optional());
   return spec;
 }
-SLUICE_ELEMENT(even_odd_spec);
-
-class EvenOddRuntime final : public sluice::RuntimeElement {
- public:
-  EvenOddRuntime(const sluice::Node &n, sluice::RunContext &c) : RuntimeElement(n, c) {
-    set_unconnected_reason(1, "odd length");
-  }
-  void push(int, sluice::PacketBatch &batch) override {
-    sluice::PacketBatch odd;
-    uint16_t kept = 0;
-    for (int i = 0; i < batch.count; ++i) {
-      if (sluice::anno(batch.pkts[i]).wire_len % 2 == 0) batch.pkts[kept++] = batch.pkts[i];
-      else odd.push(batch.pkts[i]);
-    }
-    batch.count = kept;
-    emit(0, batch);
-    emit(1, odd);
-  }
-};
-
 }  // namespace
 
-SLUICE_RUNTIME("EvenOdd", EvenOddRuntime);
+SLUICE_ELEMENT(EvenOddRuntime, even_odd_spec);
 
 extern "C" int sluice_plugin_abi() { return sluice::kPluginAbi; }

@@ -14,7 +14,7 @@ const sluice::ElementSpec &plugin_counter_spec() {
           .arg(sluice::ArgSpec::count("limit").def("1K").pos().describe("Packets to count."));
   return spec;
 }
-SLUICE_ELEMENT(plugin_counter_spec);
+SLUICE_ELEMENT_SPEC(plugin_counter_spec);
 
 }  // namespace
 

@@ -3,11 +3,13 @@
 // generated reference docs/elements.md is up to date.
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "dsl/literals.hh"
 #include "engine/element_docs.hh"
+#include "graph_fixture.hh"
 
 using namespace sluice;
 
@@ -129,6 +131,28 @@ TEST_CASE("the registry refuses duplicates and lists by name", "[elements]") {
   CHECK(reg.all()[0] == &a);
   // the built-in library is registered once each
   CHECK_FALSE(ElementRegistry::global().add(ElementRegistry::global().find("Counter")));
+}
+
+TEST_CASE("elements answer what the runtime and the planner need from their own arguments", "[elements]") {
+  std::string diags;
+  auto c = test::compile_graph("RSSSource(\"0000:3b:00.0\", rx_desc 512, burst 64) -> r :: Ring(capacity 2K) -> Discard;\n"
+                               "TrafficGen(sizes [64B, 9000B, 1500B]) -> Discard;\nTrafficGen -> Discard;\n",
+                               &diags);
+  INFO(diags);
+  REQUIRE(c);
+  std::map<std::string, const Node *> by_class;
+  for (const Node &n : c->lanes.nodes) by_class.emplace(n.spec->name, &n);  // the first of each class
+  const Node &rss = *by_class.at("RSSSource"), &ring = *by_class.at("Ring"), &gen = *by_class.at("TrafficGen");
+  CHECK(rss.spec->needs.device(rss) == "0000:3b:00.0");
+  CHECK(rss.spec->needs.lane_mbufs(rss) == 512);
+  CHECK(rss.spec->needs.burst(rss) == 64);
+  CHECK(ring.spec->needs.channel_capacity(ring) == 2048);
+  CHECK(gen.spec->needs.frame_room(gen) == 9000);
+  for (const Node &n : c->lanes.nodes)  // imix: nothing above the default room
+    if (n.spec->name == "TrafficGen" && &n != &gen) CHECK(n.spec->needs.frame_room(n) == 0);
+  // elements that need nothing of a kind leave it unset
+  CHECK_FALSE(ring.spec->needs.device);
+  CHECK_FALSE(by_class.at("Discard")->spec->needs.lane_mbufs);
 }
 
 TEST_CASE("units format as the language writes them", "[elements][units]") {

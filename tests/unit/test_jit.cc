@@ -129,7 +129,7 @@ TEST_CASE("jit: the default probe's fused loops call no element's push, one loop
 TEST_CASE("jit: a Filter's port and a Sample's rate are immediates of the fused loop", "[jit]") {
   std::string dir = test::scratch("jit", "constants");
   test::write_file(dir + "/p.pipe",
-                   "TrafficGen(flows 100, duration 1s) -> Filter(\"tcp port 8443\") -> Sample(0.25) -> Counter -> "
+                   "TrafficGen(flows 100, duration 1s) -> Filter(\"tcp port 8443\") -> Sample(0.25) -> Head(1M) -> Counter -> "
                    "Discard;\n");
   test::Run r = test::run_sluice("plan " + dir + "/p.pipe --emit-ir");
   INFO(r.out.substr(0, 4000));
@@ -142,8 +142,8 @@ TEST_CASE("jit: a Filter's port and a Sample's rate are immediates of the fused 
   CHECK(mods[0].find("4611686018427387904") != std::string::npos);
   CHECK(element_calls(mods[0]).empty());
   CHECK(mods[0].find("PcapFilter7matches") == std::string::npos);
-  // Filter, Sample and Counter are packet stages: one loop over the batch
-  // takes each packet through all three (the generated loop's block).
+  // Filter, Sample, Head and Counter are packet stages: one loop over the
+  // batch takes each packet through all four (the generated loop's block).
   std::regex pass_loop(R"(\npacket[\w.]*:)");
   CHECK(std::distance(std::sregex_iterator(mods[0].begin(), mods[0].end(), pass_loop), std::sregex_iterator()) == 1);
 }

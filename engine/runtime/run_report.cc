@@ -31,14 +31,14 @@ std::vector<std::pair<std::string, uint64_t>> device_drops(const SourceElement *
 
 RunReport::RunReport(const Runtime &rt, bool with_lines) : rt_(rt) {
   for (const auto &e : rt.elements()) {
-    ReportRow r{e->name(), e->class_name(), e->lane(), false, CounterValues(e->counters), {}, nullptr};
+    ReportRow r{e->name(), e->class_name(), e->lane(), false, CounterValues(e->counters), {}, nullptr, {}};
     if (with_lines) e->report(r.lines);
     e->event_counts(r.events);
     r.source = dynamic_cast<const SourceElement *>(e.get());
     rows_.push_back(std::move(r));
   }
   for (RetiredTotal &t : rt.replaced()) {
-    ReportRow r{t.name, t.class_name, t.lane, true, std::move(t.counters), std::move(t.report), nullptr};
+    ReportRow r{t.name, t.class_name, t.lane, true, std::move(t.counters), std::move(t.report), nullptr, {}};
     if (t.instances > 1) r.lines.insert(r.lines.begin(), std::to_string(t.instances) + " instances replaced");
     rows_.push_back(std::move(r));
   }

@@ -497,6 +497,11 @@ int main(int argc, char **argv) {
   auto *elements = app.add_subcommand("elements", "list the element library, or describe one element");
   elements->add_option("name", element_name, "the element to describe");
   elements->add_flag("--markdown", markdown, "print the whole reference as Markdown (docs/elements.md)");
+  std::vector<std::string> element_plugins;
+  elements->add_option("--require", element_plugins,
+                       "load a plugin's elements (PATH.so) first, checked as `require` in a .pipe file checks it")
+      ->type_name("PLUGIN.so")
+      ->allow_extra_args(false);
 
   try {
     app.parse(argc, argv);
@@ -506,6 +511,16 @@ int main(int argc, char **argv) {
   }
 
   if (*elements) {
+    for (const std::string &plugin : element_plugins) {
+      // the loader of .pipe files, so that the same checks apply
+      std::string path = std::filesystem::absolute(plugin).string(), quoted;
+      for (char c : path) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+      std::shared_ptr<CompiledPipe> loaded = compile_pipe_text("--require", "require \"" + quoted + "\";\n");
+      if (loaded->diagnostics.error_count()) {
+        std::cerr << loaded->printed(isatty(2)) << loaded->count_line();
+        return kExitErrors;
+      }
+    }
     if (markdown) {
       write_elements_markdown(std::cout);
       return kExitClean;

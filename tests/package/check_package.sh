@@ -122,6 +122,8 @@ for mode in jit no-jit; do
   sed -n '/top 5 of/,+5p' "plugins-$mode.txt" > "top-$mode.txt"
 done
 grep -q "shared segment .*loop fused by the JIT" plugins-jit.txt || fail "the plugin's segment was not fused"
+"$ROOT/usr/bin/sluice" elements --require "$WORK/plugins/sluice_plugins.so" TopFlows | grep -q "Space-Saving" ||
+  fail "sluice elements --require does not describe the plugin's TopFlows"
 cmp -s <(sort plugins-jit.csv) <(sort plugins-no-jit.csv) || fail "the plugin pipeline's records differ between --jit and --no-jit"
 cmp -s top-jit.txt top-no-jit.txt || fail "TopFlows differs between --jit and --no-jit"
 # With more counters than flows the counts are exact: the five heaviest

@@ -200,11 +200,15 @@ private:
                    "a plugin runs as this process: it and its directories must be root's and writable only by root");
       return;
     }
+    ElementRegistry::global().take_refused();
     void *h = dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
       diags_.error(where, std::string("cannot load plugin: ") + dlerror());
       return;
     }
+    for (const std::string &name : ElementRegistry::global().take_refused())
+      diags_.error(where, "plugin '" + p.string() + "' defines element '" + name + "', a name taken already",
+                   "an element class is defined once: built in, or by one plugin; rename the plugin's");
     using AbiFn = int (*)();
     auto abi = reinterpret_cast<AbiFn>(dlsym(h, "sluice_plugin_abi"));
     if (!abi) {

@@ -1,5 +1,6 @@
 #include "engine/element_spec.hh"
 
+#include <utility>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -112,10 +113,16 @@ ElementRegistry &ElementRegistry::global() {
 }
 
 bool ElementRegistry::add(const ElementSpec *spec) {
-  if (!spec || find(spec->name)) return false;
+  if (!spec) return false;
+  if (find(spec->name)) {
+    refused_.push_back(spec->name);
+    return false;
+  }
   specs_.push_back(spec);
   return true;
 }
+
+std::vector<std::string> ElementRegistry::take_refused() { return std::exchange(refused_, {}); }
 
 const ElementSpec *ElementRegistry::find(std::string_view name) const {
   for (const ElementSpec *s : specs_)

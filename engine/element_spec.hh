@@ -224,14 +224,18 @@ struct ElementSpec {
 class ElementRegistry {
 public:
   static ElementRegistry &global();
-  // Registers a spec; a second spec with the same name is refused (returns false).
+  // Registers a spec; a second spec with the same name is refused (returns
+  // false) and its name kept for take_refused().
   bool add(const ElementSpec *spec);
+  // The names refused since the last call (a plugin's loader says so).
+  std::vector<std::string> take_refused();
   const ElementSpec *find(std::string_view name) const;
   std::vector<const ElementSpec *> all() const;  // sorted by name
   std::vector<std::string> names() const;
 
 private:
   std::vector<const ElementSpec *> specs_;
+  std::vector<std::string> refused_;
 };
 
 struct RegisterElement {

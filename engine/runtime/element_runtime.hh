@@ -354,7 +354,8 @@ void stage_batch_done(RuntimeElement *e, uint64_t packets, uint64_t bytes) {
 // all under the spec's name.
 struct RegisterElementClass {
   RegisterElementClass(const ElementSpec &spec, RuntimeFactory make, JitEntry jit) {
-    ElementRegistry::global().add(&spec);
+    // a name taken already keeps its class: spec, factory and JIT entry together
+    if (!ElementRegistry::global().add(&spec)) return;
     RuntimeRegistry::global().add(spec.name, std::move(make));
     RuntimeRegistry::global().add_jit(spec.name, jit);
   }

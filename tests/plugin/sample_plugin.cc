@@ -6,7 +6,7 @@ namespace {
 
 const sluice::ElementSpec &plugin_counter_spec() {
   static const sluice::ElementSpec spec =
-      sluice::ElementSpec("PluginCounter")
+      sluice::ElementSpec(SAMPLE_PLUGIN_ELEMENT)
           .in_group("packet")
           .brief("Count packets (an element that comes from a plugin)")
           .input(sluice::PortSpec::packets("in"))
@@ -18,5 +18,6 @@ SLUICE_ELEMENT_SPEC(plugin_counter_spec);
 
 }  // namespace
 
-// SAMPLE_PLUGIN_ABI lets the tests build a plugin for another ABI.
+// SAMPLE_PLUGIN_ABI lets the tests build a plugin for another ABI,
+// SAMPLE_PLUGIN_ELEMENT one whose element has a name taken already.
 extern "C" int sluice_plugin_abi() { return SAMPLE_PLUGIN_ABI; }

@@ -125,6 +125,13 @@ TEST_CASE("require loads a plugin's elements, and refuses another ABI", "[cli][p
   CHECK(old.status == 1);
   CHECK(old.out.find("uses_old_plugin.pipe:1:9: error: plugin '") != std::string::npos);
   CHECK(old.out.find("was built for ABI -1, this sluice has ABI 2") != std::string::npos);
+  // A plugin whose element has a built-in's name is refused, not silently
+  // shadowed (nor does it replace the built-in's runtime).
+  Run clash = run_sluice("check " + write("uses_clash_plugin.pipe", "sample_plugin_clash.so"));
+  INFO(clash.out);
+  CHECK(clash.status == 1);
+  CHECK(clash.out.find("uses_clash_plugin.pipe:1:9: error: plugin '") != std::string::npos);
+  CHECK(clash.out.find("sample_plugin_clash.so' defines element 'Counter', a name taken already") != std::string::npos);
   Run none = run_sluice("check " + write("uses_no_plugin.pipe", "libc-is-not-here.so"));
   CHECK(none.status == 1);
   CHECK(none.out.find("cannot find required file 'libc-is-not-here.so'") != std::string::npos);

@@ -207,7 +207,12 @@ void Runtime::recompile() {
 
 void Runtime::run() {
   auto t0 = std::chrono::steady_clock::now();
-  for (auto &s : running_.segments) s->start(programs_.program_for(*s));
+  {
+    // A reload may come at once (from another thread): it stops and joins
+    // these segments, so it waits until they have all started.
+    std::unique_lock structure(structure_mutex_);
+    for (auto &s : running_.segments) s->start(programs_.program_for(*s));
+  }
   if (on_started_) on_started_();
 
   StatusLine status(*this);

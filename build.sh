@@ -18,6 +18,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
           clang-19 llvm-19-dev libclang-rt-19-dev
           libdpdk-dev re2c bison libyaml-dev catch2 libpcap-dev libnuma-dev libcli11-dev
           libcpp-httplib-dev libsystemd-dev libspdlog-dev
+          libssl-dev  # the plugin library: QUIC Initial decryption (libcrypto)
           help2man dpkg-dev file  # the man page from the CLI's help; the .deb (CPack, dpkg-shlibdeps)
           graphviz tshark tcpdump
           prometheus  # promtool checks the metrics endpoint's output

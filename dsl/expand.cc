@@ -160,6 +160,10 @@ private:
       fs::path base = fs::path(sm_.file(file.file_index).name).parent_path();
       fs::path p = fs::path(req).is_absolute() ? fs::path(req) : base / req;
       std::error_code ec;
+      // A plugin named without a directory that is not beside the file: the
+      // installed plugin directory's (the sluice-plugins package).
+      if (!fs::exists(p, ec) && req.find('/') == std::string::npos && fs::path(req).extension() == ".so")
+        if (fs::path installed = installed_plugin_dir() / req; fs::exists(installed, ec)) p = installed;
       if (!fs::exists(p, ec)) {
         diags_.error(st.require.range, "cannot find required file '" + req + "'",
                      "paths are relative to the file that requires them (" + (base.empty() ? std::string(".") : base.string()) + ")");
@@ -190,6 +194,18 @@ private:
       if (!parse_file(sm_, f, diags_, sub)) ++syntax_errors_;
       collect_requires(sub, out);
     }
+  }
+
+  // Where packaged plugins are installed: SLUICE_PLUGIN_DIR_FROM_BIN (set by
+  // the build: "../lib/x86_64-linux-gnu/sluice/plugins" under /usr) from the
+  // directory of the running executable, so an unpacked root works too.
+  static fs::path installed_plugin_dir() {
+#ifdef SLUICE_PLUGIN_DIR_FROM_BIN
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) return (exe.parent_path() / SLUICE_PLUGIN_DIR_FROM_BIN).lexically_normal();
+#endif
+    return {};
   }
 
   // `p` is absolute: dlopen takes a name without a slash from the library

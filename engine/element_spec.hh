@@ -164,6 +164,9 @@ struct ElementSpec {
   // (RSSSource: a `pcap:` device), judged from the arguments as written.
   std::function<bool(const Element &)> gives_time_if;
   ElementNeeds needs;
+  // Flow record extension fields (flow_extension.hh) the element puts on
+  // packets: a graph with it keeps them in its flow records.
+  std::vector<std::string> flow_fields;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
   ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
@@ -173,6 +176,7 @@ struct ElementSpec {
   ElementSpec &&output(PortSpec p) && { outputs.push_back(std::move(p)); return std::move(*this); }
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
+  ElementSpec &&sets_flow_field(std::string f) && { flow_fields.push_back(std::move(f)); return std::move(*this); }
   ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
   // ElementNeeds, one by one.
   using NodeText = std::function<std::string(const Node &)>;
@@ -257,5 +261,6 @@ struct RegisterElement {
 namespace sluice {
 // Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
 // 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
-inline constexpr int kPluginAbi = 2;
+// 3: flow record extension fields (FlowRecord::ext, PacketAnno::labels).
+inline constexpr int kPluginAbi = 3;
 }  // namespace sluice

@@ -26,6 +26,11 @@ const ElementSpec &flow_log_spec() {
               "end_reason vlan lane`; times in milliseconds since the UNIX epoch, `bytes` at IP level, "
               "`tcp_flags` as a number (FIN = 1, SYN = 2, RST = 4, PSH = 8, ACK = 16, ...), `end_reason` one of "
               "`idle timeout`, `active timeout`, `end of flow`, `forced end`, `lack of resources`.\n\n"
+              "Elements that add fields to flow records (`sluice elements` lists the fields each sets, e.g. "
+              "ServerNames and TunnelDecap from the plugin library) add columns after `lane`, one per field, "
+              "named as the element says (`server_name`; in JSON the field's name, `serverName`): empty (no "
+              "JSON key) where a flow got no value. A text value is written as it came, except that every "
+              "octet that is not printable ASCII, and `\"`, `\\` and `,`, is written `\\xHH`.\n\n"
               "With several lanes, give each its own file with `$queue` (`FlowLog(\"flows-$queue.csv\")`), or "
               "declare the log `shared` to write the records of all lanes into one file.\n\n"
               "Lines are written in blocks of about 1 MiB, at least once a second, and at the end of the run. "
@@ -97,12 +102,15 @@ class FlowLogRuntime final : public RuntimeElement {
     write_error_ = counters.reason("write error", true);
     file_.set_rotation({uint64_t(arg("rotate_size").integer), uint64_t(arg("rotate_every").integer),
                         unsigned(arg("keep").integer)});
+    fields_ = c.flow_fields();
   }
 
   void prepare() override {
     bool written_before = ctx_.claim_output_file(path_, name());
+    std::string header = "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane";
+    for (const FlowExtField *f : fields_) header += std::string(",") + f->def.column;
     file_.open(path_, replace_ && !written_before ? RecordFile::Open::Replace : RecordFile::Open::Append,
-               jsonl_ ? "" : "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane\n");
+               jsonl_ ? "" : header + "\n");
   }
   // Lines reach the file within about a second (a reader tailing it, a
   // crash), and a time rotation happens on time even with no record coming.
@@ -169,15 +177,38 @@ class FlowLogRuntime final : public RuntimeElement {
       n = snprintf(line, sizeof line,
                    "{\"start_ms\": %llu, \"end_ms\": %llu, \"proto\": %u, \"src\": \"%s\", \"sport\": %u, \"dst\": \"%s\", "
                    "\"dport\": %u, \"packets\": %llu, \"bytes\": %llu, \"tcp_flags\": %u, \"end_reason\": \"%s\", "
-                   "\"vlan\": %u, \"lane\": %u}\n",
+                   "\"vlan\": %u, \"lane\": %u",
                    start, end, k.proto, src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets,
                    (unsigned long long)c.octets, c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
     else
-      n = snprintf(line, sizeof line, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u\n", start, end, k.proto,
+      n = snprintf(line, sizeof line, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u", start, end, k.proto,
                    src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets, (unsigned long long)c.octets,
                    c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
     file_.append(line, size_t(std::min<int>(n, int(sizeof line) - 1)));
+    if (fields_.empty()) {
+      file_.append(jsonl_ ? "}\n" : "\n", jsonl_ ? 2 : 1);
+      return;
+    }
+    std::string ext;
+    for (const FlowExtField *f : fields_) {
+      std::string v = flow_ext_text(r, *f);
+      if (!jsonl_) {
+        ext += ',' + v;
+      } else if (!v.empty()) {
+        bool text = f->slot.kind == FlowExtKind::Text;
+        ext += std::string(", \"") + f->def.name + "\": " + (text ? "\"" + json_text(v) + "\"" : v);
+      }
+    }
+    ext += jsonl_ ? "}\n" : "\n";
+    file_.append(ext.data(), ext.size());
   }
+  // flow_ext_text's \xHH escapes, for JSON: the backslash doubled.
+  static std::string json_text(const std::string &v) {
+    std::string out;
+    for (char c : v) out += c == '\\' ? "\\\\" : std::string(1, c);
+    return out;
+  }
+  std::vector<const FlowExtField *> fields_;
 
   std::string path_;
   bool jsonl_ = false, replace_ = false;

@@ -2,6 +2,7 @@
 
 #include "elements/export/exporter_base.hh"
 #include "engine/export/ipfix_encoder.hh"
+#include "engine/runtime/run_context.hh"
 
 namespace sluice::elements {
 
@@ -24,7 +25,12 @@ const ElementSpec &ipfix_exporter_spec() {
               "fed by all lanes, with one observation domain (`domain`) unless `domain_per lane`; otherwise "
               "each lane exports on its own, in observation domain `domain` + lane, so that the collector "
               "keeps each lane's sequence numbers apart. The output decodes in tshark, nfdump (nfcapd) and "
-              "pmacct (nfacctd)."),
+              "pmacct (nfacctd).\n\n"
+              "When elements add fields to the flow records (`sluice elements` says which: ServerNames, "
+              "TunnelDecap), the templates are 260 to 263 instead of 256 to 259 and carry those fields after "
+              "the others, under the enterprise number each field names (texts as variable-length strings, "
+              "empty where a flow got no value). The fields are those of the graph the exporter started "
+              "with."),
       "Where to send: `127.0.0.1:4739`, `[2001:db8::1]:4739` or `collector.example.net:4739`. 4739 is the "
       "IANA port for IPFIX.",
       {ArgSpec::symbol("transport", {"udp", "tcp"})
@@ -44,7 +50,9 @@ class IPFIXExporterRuntime final : public ExporterBase {
 
  protected:
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
-    return std::make_unique<ipfix::IpfixEncoder>(ipfix::IpfixEncoderConfig{domain, max_message});
+    ipfix::IpfixEncoderConfig cfg{domain, max_message, {}};
+    for (const FlowExtField *f : ctx_.flow_fields()) cfg.ext.push_back({f->slot, f->def.element_id, f->def.enterprise});
+    return std::make_unique<ipfix::IpfixEncoder>(cfg);
   }
 };
 

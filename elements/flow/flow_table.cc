@@ -216,17 +216,19 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
   for (int start = 0; start < batch.count; start += kChunk) {
     unsigned n = std::min<unsigned>(kChunk, unsigned(batch.count - start));
     const PacketMeta *metas[kChunk];
+    const PacketLabels *labels[kChunk];
     uint64_t times[kChunk];
     FlowPacketOutcome outcomes[kChunk];
     for (unsigned i = 0; i < n; ++i) {
       const PacketAnno &a = anno(batch.pkts[start + i]);
       metas[i] = &a.meta;
+      labels[i] = &a.labels;
       FlowClock::Dating how;
       times[i] = clock_.date(a.time_ns, &how);
       if (how != FlowClock::Dating::OnTime) [[unlikely]] count_dating(how);
     }
     unsigned records = 0;
-    cache_->account_batch(metas, times, n, outcomes, out_.recs, &records);
+    cache_->account_batch(metas, times, n, outcomes, out_.recs, &records, labels);
     out_.count = uint16_t(records);
     emit_made_flows(0, out_);
     for (unsigned i = 0; i < n; ++i) {

@@ -84,6 +84,7 @@ void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, 
   a.time_ns = info.time_ns;
   a.hash = dev.hw_rss() ? m->hash.rss : hash ? rss_hash(a.meta, *hash) : 0;
   a.wire_len = info.wire_len;
+  a.labels.count = 0;
 }
 
 const ToeplitzHash &software_rss_key(bool symmetric) {

@@ -184,6 +184,7 @@ class TrafficGenRuntime final : public SourceElement {
       a.time_ns = p.ts_ns;
       a.hash = symmetric_hash(a.meta);
       a.wire_len = len;
+      a.labels.count = 0;
       sent_bytes_ += len;
     }
     batch.count = uint16_t(n);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -57,9 +58,45 @@ size_t min_message_size() {
 }
 
 IpfixEncoder::IpfixEncoder(const IpfixEncoderConfig &cfg) : cfg_(cfg) {
-  if (cfg.max_message < min_message_size() || cfg.max_message > 65535)
-    throw std::invalid_argument("IPFIX max_message must be within " + std::to_string(min_message_size()) +
-                                "..65535 octets, not " + std::to_string(cfg.max_message));
+  size_t min = min_message_size();
+  size_t ext_template = 0, ext_record = 0;
+  for (const IpfixExtField &f : cfg.ext) {
+    ext_template += f.pen ? 8 : 4;
+    ext_record += f.slot.kind == FlowExtKind::Text ? 1 + f.slot.size : f.slot.size;
+  }
+  for (int t = 0; t < 4; ++t) {
+    specs_[t].assign(kSpecs[t].begin(), kSpecs[t].end());
+    for (const IpfixExtField &f : cfg.ext)
+      specs_[t].push_back({f.id, uint16_t(f.slot.kind == FlowExtKind::Text ? 65535 : f.slot.size), f.pen});
+    template_len_[t] = kTemplateLen[t] + ext_template;
+    min = std::max({min, kMessageHeaderLen + kSetHeaderLen + template_len_[t],
+                    kMessageHeaderLen + kSetHeaderLen + kRecordLen[t] + ext_record});
+  }
+  if (cfg.max_message < min || cfg.max_message > 65535)
+    throw std::invalid_argument("IPFIX max_message must be within " + std::to_string(min) + "..65535 octets, not " +
+                                std::to_string(cfg.max_message));
+}
+
+size_t IpfixEncoder::ext_length(const FlowRecord &r) const {
+  size_t n = 0;
+  for (const IpfixExtField &f : cfg_.ext)
+    n += f.slot.kind == FlowExtKind::Text ? 1 + flow_ext_value(r, f.slot).size() : f.slot.size;
+  return n;
+}
+
+void IpfixEncoder::write_ext(uint8_t *p, const FlowRecord &r) const {
+  for (const IpfixExtField &f : cfg_.ext) {
+    std::string_view v = flow_ext_value(r, f.slot);
+    if (f.slot.kind == FlowExtKind::Text) {
+      *p++ = uint8_t(v.size());  // < 255: the one-octet form
+      std::memcpy(p, v.data(), v.size());
+      p += v.size();
+    } else {  // unset: zero
+      std::memset(p, 0, f.slot.size);
+      std::memcpy(p + f.slot.size - v.size(), v.data(), v.size());
+      p += f.slot.size;
+    }
+  }
 }
 
 void IpfixEncoder::begin(uint8_t *h) {
@@ -79,7 +116,7 @@ flow_export::MessageBuilder IpfixEncoder::builder(flow_export::Messages &out, st
 }
 
 void IpfixEncoder::add_template(flow_export::MessageBuilder &b, int t) {
-  flow_export::write_template_record(b.add(kTemplateSetId, kTemplateLen[t], false), kTemplateIds[t], kSpecs[t]);
+  flow_export::write_template_record(b.add(kTemplateSetId, template_len_[t], false), template_id(t), specs_[t]);
   announced_ |= 1u << t;
 }
 
@@ -107,9 +144,12 @@ void IpfixEncoder::encode(const FlowRecord *recs, size_t n, uint32_t export_time
     if (!count[t]) continue;
     if (!(announced_ & (1u << t))) add_template(b, t);
     for (size_t k = start[t]; k < start[t] + count[t]; ++k) {
-      flow_export::View v = flow_export::View::whole(recs[order_[k]]);
-      flow_export::write_data_record(b.add(kTemplateIds[t], kRecordLen[t], true), v, kFieldsOf[t], Protocol::Ipfix,
-                                     [](uint64_t ms) { return ms; });
+      const FlowRecord &r = recs[order_[k]];
+      flow_export::View v = flow_export::View::whole(r);
+      size_t ext = cfg_.ext.empty() ? 0 : ext_length(r);
+      uint8_t *p = b.add(template_id(t), kRecordLen[t] + ext, true);
+      flow_export::write_data_record(p, v, kFieldsOf[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
+      if (ext) write_ext(p + kRecordLen[t], r);
       b.flow_record_done();
     }
   }

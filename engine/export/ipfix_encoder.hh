@@ -45,6 +45,7 @@
 #include "engine/export/flow_encoder.hh"
 #include "engine/export/flow_fields.hh"
 #include "engine/export/message_builder.hh"
+#include "engine/flow/flow_extension.hh"
 #include "engine/flow/flow_record.hh"
 
 namespace sluice::ipfix {
@@ -77,9 +78,25 @@ uint16_t template_for(const FlowRecord &rec);
 // largest template record, and one holding the largest data record.
 size_t min_message_size();
 
+// An extension field (flow_extension.hh) the records carry: appended to
+// every template after the fields above. A Text field is a variable-length
+// string (RFC 7011 §7: a one-octet length, then the octets; length 0 when
+// the flow got none), a Number unsigned in its size.
+struct IpfixExtField {
+  FlowExtSlot slot;
+  uint16_t id;   // information element id
+  uint32_t pen;  // private enterprise number, 0 for IANA
+};
+
+// With extension fields the templates are 260..263 (the kinds of
+// 256..259, the extension fields after), so that a collector never sees one
+// template id with two layouts from one exporter.
+inline constexpr uint16_t kExtTemplateOffset = 4;
+
 struct IpfixEncoderConfig {
   uint32_t domain = 1;        // observation domain id, in every message header
   size_t max_message = 1472;  // octets of an IPFIX message: MTU - IP - UDP/TCP headers, computed by the caller
+  std::vector<IpfixExtField> ext;  // in record order
 };
 
 class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
@@ -107,8 +124,13 @@ class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuild
   void end(uint8_t *header, size_t length, uint32_t data_records, uint32_t records) override;
   flow_export::MessageBuilder builder(flow_export::Messages &out, std::vector<uint32_t> *flow_records);
   void add_template(flow_export::MessageBuilder &b, int t);
+  uint16_t template_id(int t) const { return uint16_t(kTemplateIds[t] + (cfg_.ext.empty() ? 0 : kExtTemplateOffset)); }
+  size_t ext_length(const FlowRecord &r) const;  // octets of its extension fields
+  void write_ext(uint8_t *p, const FlowRecord &r) const;
 
   IpfixEncoderConfig cfg_;
+  std::vector<FieldSpec> specs_[4];  // with extension fields: each template's specifiers
+  size_t template_len_[4];
   uint32_t sequence_ = 0;
   uint32_t export_time_s_ = 0;  // of the messages being built
   unsigned announced_ = 0;      // bit i: kTemplateIds[i] has been sent

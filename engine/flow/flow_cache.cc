@@ -27,6 +27,7 @@ constexpr uint8_t kUsed = 1;    // the entry holds a flow
 constexpr uint8_t kEnded = 2;   // TCP FIN or RST seen
 constexpr uint8_t kRef = 4;     // CLOCK reference bit: a packet since the hand last passed
 constexpr uint8_t kFwdRev = 8;  // the forward direction is the canonical key reversed
+constexpr uint8_t kExt = 16;    // the entry's extension slot holds values of this flow
 
 // PacketMeta's first 37 bytes are FlowKey's: addresses, ports, protocol.
 static_assert(offsetof(PacketMeta, src_addr) == offsetof(FlowKey, src_addr));
@@ -104,6 +105,7 @@ struct FlowCache::Prepared {
   uint32_t length;    // IP total length
   uint8_t is_ip;
   uint64_t time;
+  const PacketLabels *labels;  // null: none
 };
 
 namespace {
@@ -188,6 +190,7 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   if (cfg.idle_ns == 0) throw std::invalid_argument("flow cache idle timeout must be > 0");
   if (cfg.active_ns == 0) throw std::invalid_argument("flow cache active timeout must be > 0");
   if (cfg.end_grace_ns == 0) throw std::invalid_argument("flow cache end grace must be > 0");
+
   capacity_ = size_t(cfg.capacity);
   nbuckets_ = uint32_t((capacity_ + 3) / 4);
   max_probe_ = std::min<uint32_t>(SLUICE_FLOW_CACHE_MAX_PROBE, nbuckets_);
@@ -214,6 +217,7 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   bucket_map_.p = map_memory(bucket_map_.n, cfg.prefault);
   scratch_map_.n = round_up(kBatch * sizeof(Prepared), 4096);
   scratch_map_.p = map_memory(scratch_map_.n, true);
+
   // Fresh anonymous memory reads as zeros: empty buckets, never-used entries.
   entries_ = static_cast<Entry *>(entry_map_.p);
   buckets_ = static_cast<Bucket *>(bucket_map_.p);
@@ -223,9 +227,10 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
 
 FlowCache::~FlowCache() = default;
 
-size_t FlowCache::bytes() const { return entry_map_.n + bucket_map_.n + scratch_map_.n; }
+size_t FlowCache::bytes() const { return entry_map_.n + bucket_map_.n + scratch_map_.n + ext_map_.n; }
 
-void FlowCache::prepare(const PacketMeta &m, uint64_t t, Prepared &p) const {
+void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, Prepared &p) const {
+  p.labels = labels && labels->count ? labels : nullptr;
   uint64_t w[5];
   std::memcpy(w, &m, sizeof w);  // addresses, ports, protocol, then status and flags (masked off)
   const bool l4 = m.has_l4();
@@ -395,6 +400,34 @@ void FlowCache::fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const {
   rec.biflow = cfg_.bidirectional ? 1 : 0;
   rec.lane = cfg_.lane;
   rec.pad = 0;
+  if (e.state & kExt) std::memcpy(rec.ext, ext_ + size_t(&e - entries_) * kFlowExtBytes, kFlowExtBytes);
+  else std::memset(rec.ext, 0, sizeof rec.ext);
+}
+
+bool FlowCache::map_ext() {
+  try {
+    size_t n = round_up(capacity_ * kFlowExtBytes, 4096);
+    ext_map_.p = map_memory(n, false);
+    ext_map_.n = n;
+  } catch (const std::bad_alloc &) {
+    return false;
+  }
+  ext_ = static_cast<uint8_t *>(ext_map_.p);
+  return true;
+}
+
+// The packet's labels into the flow's extension slot (first value kept).
+void FlowCache::apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels) {
+  if (!ext_ && !map_ext()) {
+    ++stats_.labels_lost;
+    return;
+  }
+  uint8_t *x = ext_ + size_t(slot) * kFlowExtBytes;
+  if (!(e.state & kExt)) {
+    std::memset(x, 0, kFlowExtBytes);
+    e.state |= kExt;
+  }
+  apply_packet_labels(labels, x, kFlowExtBytes);
 }
 
 void FlowCache::set_timeouts(uint64_t idle_ns, uint64_t active_ns) {
@@ -470,6 +503,12 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
       n.octets[to] += e.octets[d];
       n.tcp_flags[to] |= e.tcp_flags[d];
       n.last_ns = std::max(n.last_ns, e.last_ns);
+      // Extension fields: the first flow merged in brings its values (slots
+      // sit at the same offsets in every table: the registry's).
+      if ((e.state & kExt) && !(n.state & kExt) && (ext_ || map_ext())) {
+        std::memcpy(ext_ + size_t(s) * kFlowExtBytes, from.ext_ + size_t(i) * kFlowExtBytes, kFlowExtBytes);
+        n.state |= kExt;
+      }
       // Ended by a FIN or RST: a biflow's mark covers both directions; split
       // into uniflows, only the direction that sent one is ended.
       bool ended = from.cfg_.bidirectional && !cfg_.bidirectional ? (e.tcp_flags[d] & (kTcpFin | kTcpRst)) != 0
@@ -596,6 +635,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
       ++stats_.created;
     }
     count(e, d, p);
+    if (p.labels) [[unlikely]] apply_labels(s, e, *p.labels);
     ++stats_.packets;
     return FlowPacketOutcome::Counted;
   }
@@ -622,13 +662,14 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
   e.last_ns = p.time;
   index_insert(s, p.home, bucket, p.tag);
   count(e, 0, p);
+  if (p.labels) [[unlikely]] apply_labels(s, e, *p.labels);
   ++stats_.created;
   ++stats_.packets;
   return FlowPacketOutcome::Counted;
 }
 
 FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out,
-                                     unsigned *n_out) {
+                                     unsigned *n_out, const PacketLabels *labels) {
   *n_out = 0;
   if (time_ns > now_) now_ = time_ns;
   if (!m.is_ip()) {
@@ -636,12 +677,13 @@ FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, Flow
     return FlowPacketOutcome::NotIp;
   }
   Prepared p;
-  prepare(m, time_ns, p);
+  prepare(m, time_ns, labels, p);
   return account_prepared(p, out, n_out);
 }
 
 void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
-                              FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out) {
+                              FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out,
+                              const PacketLabels *const *labels) {
   unsigned total = 0;
   for (unsigned base = 0; base < n; base += kBatch) {
     const unsigned k = std::min(kBatch, n - base);
@@ -654,7 +696,7 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
         p.time = times_ns[base + i];
         continue;
       }
-      prepare(m, times_ns[base + i], p);
+      prepare(m, times_ns[base + i], labels ? labels[base + i] : nullptr, p);
       prefetch(&buckets_[p.home]);
     }
     // 2. and 3., overlapped: prefetch the entry of the first matching tag (both

@@ -114,6 +114,11 @@
 //   clearing reference bits, and takes the first entry that is due, ended or
 //   unreferenced; if all were referenced, the least recently active of them.
 //   O(1) per new flow, no per-packet list maintenance, approximately LRU.
+// * Extension fields (flow_extension.hh): the first packet with labels maps
+//   a second array, kFlowExtBytes (192) per entry slot, whose pages are
+//   touched by the flows that get labels (Entry state bit kExt: the slot
+//   holds this flow's values; a new flow or a restart clears it, an active
+//   timeout keeps it). Tables that never see a label map nothing.
 // * Memory: 128 + 16 = 144 bytes per flow of capacity (bytes()), mapped once
 //   (anonymous mmap, transparent huge pages advised); pages are touched on
 //   first use unless prefault is set. NUMA: pages land on the node of the
@@ -150,6 +155,7 @@ struct FlowCacheConfig {
   uint16_t lane = 0;            // copied into every record
   uint64_t end_grace_ns = 1'000'000'000ull;  // after FIN/RST: ends after min(idle, this) without packets; > 0
   bool prefault = false;  // touch all memory in the constructor (no page faults on the data path later)
+
   // The hash's secret key. Unset: SLUICE_FLOW_HASH_KEY when set, else random
   // from the OS (flow_hash_key_for_new_table()). Records do not depend on it
   // (header comment), but a fixed key repeats the index layout exactly.
@@ -188,13 +194,18 @@ class FlowCache {
   // flow found due (idle, end grace: exported before the packet starts a new flow), an
   // active timeout reached (the packet counts in the fresh record), the entry freed or
   // evicted to make room.
-  FlowPacketOutcome account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out, unsigned *n_out);
+  // `labels` (may be null): values for the flow's extension fields; a field
+  // keeps the first value its flow got.
+  FlowPacketOutcome account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out, unsigned *n_out,
+                            const PacketLabels *labels = nullptr);
 
   // The same for n packets, in order, with the same results as n account() calls; hashes
   // and prefetches kBatch packets ahead. outcomes[i] (may be null) per packet; records to
-  // out[0..*n_out), room for n * kMaxRecordsPerPacket needed.
+  // out[0..*n_out), room for n * kMaxRecordsPerPacket needed. labels[i] (labels itself may be
+  // null, and so may each) as in account().
   void account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
-                     FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out);
+                     FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out,
+                     const PacketLabels *const *labels = nullptr);
 
   // Expiry scan of entry slots [begin, end) at time now_ns (now becomes max(now, now_ns)):
   // idle / end-grace flows leave and are freed, active timeouts leave and roll over.
@@ -254,6 +265,7 @@ class FlowCache {
     uint64_t longest_probe = 0; // most buckets an insert visited (1: its home), <= kMaxProbe
     uint64_t not_ip = 0;        // packets not metered: no valid IP header
     uint64_t ended_empty = 0;   // flows that ended with an empty record after an active timeout
+    uint64_t labels_lost = 0;   // packets whose labels were not kept: no memory for extension fields
     uint64_t ended[6] = {};     // records exported, by FlowEndReason (index = IPFIX value)
     uint64_t records() const { return ended[1] + ended[2] + ended[3] + ended[4] + ended[5]; }
   };
@@ -272,7 +284,8 @@ class FlowCache {
     size_t n = 0;
     ~Mapping();
   };
-  void prepare(const PacketMeta &m, uint64_t t, Prepared &p) const;
+  void prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, Prepared &p) const;
+  void apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels);
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
   void hash_into(const uint64_t w[5], Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
@@ -303,6 +316,11 @@ class FlowCache {
   size_t used_ = 0;
   // Not a JIT constant (after used_): the key stays out of emitted IR.
   FlowHashKey hash_key_;
+  // Extension fields: kFlowExtBytes per entry slot, mapped at the first
+  // label (so not a JIT constant either).
+  Mapping ext_map_;
+  uint8_t *ext_ = nullptr;
+  bool map_ext();
   uint32_t bump_ = 0;       // slots >= bump_ were never used
   uint32_t free_head_;      // free list through Entry::home
   uint32_t hand_ = 0;       // CLOCK hand

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "engine/flow/flow_extension.hh"
+
 namespace sluice {
 
 // flowEndReason, with the IPFIX values (RFC 5102 / IANA element 136).
@@ -55,6 +57,9 @@ struct FlowRecord {
   uint8_t biflow;
   uint16_t lane;  // the lane that metered it
   uint32_t pad;
+  // Extension fields (flow_extension.hh): the slots of the fields elements
+  // set, zero where a flow got no value or a table keeps no fields.
+  uint8_t ext[kFlowExtBytes];
   uint64_t packets() const { return fwd.packets + rev.packets; }
   uint64_t octets() const { return fwd.octets + rev.octets; }
   // After an active timeout a biflow record may carry the reverse direction only.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/flow/flow_extension.hh"
 #include "engine/graph.hh"
 #include "engine/placement/placement.hh"
 
@@ -65,6 +66,11 @@ struct RunContext {
   bool claim_output_file(const std::string &path, const std::string &element);
   std::vector<std::pair<std::string, std::string>> output_files;  // path, element
   std::vector<std::string> files_written;  // every path claimed in the run
+  // The flow record extension fields the graph's elements set
+  // (ElementSpec::flow_fields), in slot order: the columns of its FlowLogs,
+  // the extra template fields of its exporters. Throws for a field no
+  // element file registered.
+  std::vector<const FlowExtField *> flow_fields() const;
 
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;

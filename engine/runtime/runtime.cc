@@ -58,6 +58,20 @@ int RunContext::memory_socket(int segment) const {
   return dpdk_socket_for_node(options.placement->segments[size_t(segment)].node);
 }
 
+std::vector<const FlowExtField *> RunContext::flow_fields() const {
+  std::vector<const FlowExtField *> out;
+  for (const Node &n : lanes->nodes)
+    for (const std::string &name : n.spec->flow_fields) {
+      const FlowExtField *f = find_flow_ext_field(name);
+      if (!f)
+        throw std::runtime_error("element class " + n.spec->name + " sets flow record field " + name +
+                                 ", which no element file registered (SLUICE_FLOW_FIELD)");
+      if (std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+    }
+  std::sort(out.begin(), out.end(), [](auto *a, auto *b) { return a->slot.offset < b->slot.offset; });
+  return out;
+}
+
 bool RunContext::claim_output_file(const std::string &path, const std::string &element) {
   if (path == "-" || path == "/dev/null") return false;
   std::error_code ec;

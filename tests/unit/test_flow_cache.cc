@@ -1495,3 +1495,141 @@ TEST_CASE("flowcache: records and their order do not depend on the hash key", "[
     }
   }
 }
+
+namespace {
+// Two extension fields laid out as the registry would: a text at 0, a number after it.
+constexpr FlowExtSlot kNameSlot{0, 20, FlowExtKind::Text}, kIdSlot{21, 4, FlowExtKind::Number};
+PacketLabels labels_with(const char *name, uint32_t id) {
+  PacketLabels l{};
+  if (name) set_packet_label(l, kNameSlot, name, strlen(name));
+  uint8_t be[4] = {uint8_t(id >> 24), uint8_t(id >> 16), uint8_t(id >> 8), uint8_t(id)};
+  if (id) set_packet_label(l, kIdSlot, be, 4);
+  return l;
+}
+std::string name_of(const FlowRecord &r) { return std::string(flow_ext_value(r, kNameSlot)); }
+}  // namespace
+
+TEST_CASE("flowcache: labels give a flow its extension fields, the first value of each kept", "[flowcache][labels]") {
+  FlowCacheConfig cfg = long_timeouts(true);
+  cfg.active_ns = 10 * kS;
+  FlowCache cache(cfg);
+  CHECK(cache.bytes() == FlowCache(cfg).bytes());  // nothing mapped for fields before a label
+  size_t before = cache.bytes();
+  uint64_t t = 1000 * kS;
+  FlowRecord out[1];
+  unsigned n;
+  // A flow without labels, then one that gets a name from its second
+  // packet and a second name later (ignored), an id from the reply.
+  cache.account(pkt(1, 2, 1000, 53, kAck, 40, 17), t, out, &n);
+  PacketLabels first = labels_with("example.com", 0), second = labels_with("other.example", 7);
+  cache.account(pkt(3, 4, 2000, 443), t += kMs, out, &n);
+  cache.account(pkt(3, 4, 2000, 443), t += kMs, out, &n, &first);
+  CHECK(cache.bytes() > before);
+  cache.account(pkt(4, 3, 443, 2000), t += kMs, out, &n, &second);
+  // An active timeout: the next record of the flow keeps its fields.
+  cache.account(pkt(3, 4, 2000, 443), t += 11 * kS, out, &n);
+  REQUIRE(n == 1);
+  CHECK(out[0].reason == FlowEndReason::ActiveTimeout);
+  CHECK(name_of(out[0]) == "example.com");
+  CHECK(flow_ext_value(out[0], kIdSlot) == std::string_view("\0\0\0\7", 4));
+  // FIN, then a SYN: a new connection starts without the old one's fields.
+  cache.account(pkt(3, 4, 2000, 443, kFin | kAck), t += kMs, out, &n);
+  cache.account(pkt(3, 4, 2000, 443, kSyn), t += kMs, out, &n);
+  REQUIRE(n == 1);
+  CHECK(out[0].reason == FlowEndReason::EndOfFlow);
+  CHECK(name_of(out[0]) == "example.com");
+  FlowRecord flushed[8];
+  size_t got = 0;
+  REQUIRE(cache.flush(flushed, 8, &got) == 0);
+  REQUIRE(got == 2);
+  for (size_t i = 0; i < got; ++i) {
+    CAPTURE(i);
+    for (uint8_t b : flushed[i].ext) CHECK(b == 0);  // the UDP flow and the restarted one: none
+  }
+}
+
+TEST_CASE("flowcache: labels: batches, a cut name, a full packet, and adopt keep the rules", "[flowcache][labels]") {
+  SECTION("a text longer than its field is cut; a packet holds kMax labels") {
+    PacketLabels l{};
+    std::string long_name(30, 'a');
+    CHECK(set_packet_label(l, kNameSlot, long_name.data(), long_name.size()) == LabelResult::Cut);
+    CHECK(set_packet_label(l, kNameSlot, "", 0) == LabelResult::Empty);
+    for (unsigned i = 1; i < PacketLabels::kMax; ++i) CHECK(set_packet_label(l, kIdSlot, "\0\0\0\1", 4) == LabelResult::Set);
+    CHECK(set_packet_label(l, kIdSlot, "\0\0\0\2", 4) == LabelResult::NoRoom);
+    uint8_t ext[kFlowExtBytes] = {};
+    apply_packet_labels(l, ext, sizeof ext);
+    CHECK(ext[0] == 20);
+    CHECK(std::string(reinterpret_cast<char *>(ext + 1), 20) == std::string(20, 'a'));
+    CHECK(ext[21] == 4);
+    CHECK(ext[25] == 1);  // the first of the three ids
+    // A label that does not fit the octets given, or points outside its
+    // packet's values (a source that never reset them), is skipped.
+    PacketLabels bad{};
+    bad.count = 2;
+    bad.label[0] = {uint16_t(kFlowExtBytes - 2), 4, 0};
+    bad.label[1] = {40, 200, 100};
+    uint8_t clean[kFlowExtBytes] = {};
+    apply_packet_labels(bad, clean, sizeof clean);
+    for (uint8_t b : clean) CHECK(b == 0);
+  }
+  SECTION("account_batch applies each packet's labels as account() does") {
+    FlowCache a(long_timeouts(false)), b(long_timeouts(false));
+    std::vector<PacketMeta> metas;
+    std::vector<PacketLabels> labels;
+    for (int i = 0; i < 100; ++i) {
+      metas.push_back(pkt(uint8_t(i % 7), 9, uint16_t(1000 + i % 13), 80));
+      labels.push_back(i % 3 ? PacketLabels{} : labels_with(("n" + std::to_string(i)).c_str(), uint32_t(i)));
+    }
+    std::vector<const PacketMeta *> mp;
+    std::vector<const PacketLabels *> lp;
+    std::vector<uint64_t> times;
+    FlowRecord out[200];
+    unsigned n;
+    for (size_t i = 0; i < metas.size(); ++i) {
+      mp.push_back(&metas[i]);
+      lp.push_back(&labels[i]);
+      times.push_back(1000 * kS + i);
+      a.account(metas[i], times[i], out, &n, &labels[i]);
+    }
+    b.account_batch(mp.data(), times.data(), unsigned(mp.size()), nullptr, out, &n, lp.data());
+    std::vector<FlowRecord> ra, rb;
+    for (FlowCache *c : {&a, &b}) {
+      FlowRecord buf[256];
+      size_t got;
+      c->flush(buf, 256, &got);
+      (c == &a ? ra : rb).assign(buf, buf + got);
+    }
+    REQUIRE(ra.size() == rb.size());
+    size_t named = 0;
+    for (size_t i = 0; i < ra.size(); ++i) {
+      CHECK(std::memcmp(&ra[i], &rb[i], sizeof(FlowRecord)) == 0);
+      named += !name_of(ra[i]).empty();
+    }
+    CHECK(named > 0);
+  }
+  SECTION("adopt moves a flow's fields into the new table") {
+    FlowCache from(long_timeouts(true));
+    FlowRecord out[1];
+    unsigned n;
+    PacketLabels l = labels_with("moved.example", 42);
+    from.account(pkt(1, 2, 5000, 443), 1000 * kS, out, &n, &l);
+    from.account(pkt(5, 6, 5000, 443), 1000 * kS, out, &n);
+    FlowCacheConfig uni = long_timeouts(false);
+    uni.capacity = 1024;
+    FlowCache to(uni);
+    to.adopt(from, [](const FlowRecord &) { FAIL("no room?"); });
+    FlowRecord buf[8];
+    size_t got;
+    to.flush(buf, 8, &got);
+    REQUIRE(got == 2);
+    int named = 0;
+    for (size_t i = 0; i < got; ++i)
+      if (buf[i].key.src_addr[15] == 1) {
+        ++named;
+        CHECK(name_of(buf[i]) == "moved.example");
+      } else {
+        CHECK(name_of(buf[i]).empty());
+      }
+    CHECK(named == 1);
+  }
+}

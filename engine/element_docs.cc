@@ -1,5 +1,7 @@
 #include "engine/element_docs.hh"
 
+#include "engine/flow/flow_extension.hh"
+
 #include <algorithm>
 #include <cctype>
 #include <iterator>
@@ -240,6 +242,41 @@ void markdown_handlers(std::ostream &os, const ElementSpec &spec) {
   os << "\n";
 }
 
+// The flow record fields the element adds (flow_extension.hh), as the
+// registry has them.
+std::string field_kind(const FlowExtField &f) {
+  return f.def.kind == FlowExtKind::Text ? "text, up to " + std::to_string(f.def.size) + " octets"
+                                         : "unsigned" + std::to_string(8 * f.def.size);
+}
+std::string field_ipfix(const FlowExtField &f) {
+  return "IPFIX " + std::to_string(f.def.element_id) +
+         (f.def.enterprise ? " (enterprise " + std::to_string(f.def.enterprise) + ")" : " (IANA)");
+}
+
+void print_flow_fields(std::ostream &os, const ElementSpec &spec) {
+  if (spec.flow_fields.empty()) return;
+  os << "\nFlow record fields it adds (FlowLog column; IPFIX element):\n";
+  for (const std::string &name : spec.flow_fields) {
+    const FlowExtField *f = find_flow_ext_field(name);
+    if (!f) continue;
+    os << "  " << name << "  ";
+    flow(os, words(std::string(f->def.column) + "; " + field_kind(*f) + "; " + field_ipfix(*f) + ". " + f->def.describe),
+         "", 4, 4);
+  }
+}
+
+void markdown_flow_fields(std::ostream &os, const ElementSpec &spec) {
+  if (spec.flow_fields.empty()) return;
+  os << "**Flow record fields** it adds:\n\n"
+     << "| field | FlowLog column | type | IPFIX | description |\n"
+     << "|---|---|---|---|---|\n";
+  for (const std::string &name : spec.flow_fields)
+    if (const FlowExtField *f = find_flow_ext_field(name))
+      os << "| " << code(name) << " | " << code(f->def.column) << " | " << field_kind(*f) << " | " << field_ipfix(*f)
+         << " | " << cell(f->def.describe) << " |\n";
+  os << "\n";
+}
+
 }  // namespace
 
 void print_element_list(std::ostream &os) {
@@ -259,6 +296,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
   wrap(os, spec.doc, 2);
   print_ports(os, "Inputs", spec.inputs);
   print_ports(os, "Outputs", spec.outputs);
+  print_flow_fields(os, spec);
   if (spec.args.empty()) {
     os << "\nArguments: none\n";
     print_handlers(os, spec);
@@ -315,6 +353,7 @@ void write_elements_markdown(std::ostream &out) {
       for (const std::string &p : paragraphs(s->doc)) os << p << "\n\n";
       markdown_ports(os, "Inputs", s->inputs);
       markdown_ports(os, "Outputs", s->outputs);
+      markdown_flow_fields(os, *s);
       markdown_args(os, *s);
       markdown_handlers(os, *s);
     }

@@ -30,6 +30,8 @@ struct Line {
   unsigned flags;
   std::string reason;
   unsigned vlan, lane;
+  // Extension columns after `lane` (fields elements add), by column name.
+  std::map<std::string, std::string> ext;
   std::string key() const {
     return std::to_string(proto) + " " + src + " " + std::to_string(sport) + " " + dst + " " + std::to_string(dport);
   }
@@ -39,17 +41,24 @@ inline std::vector<Line> read_csv(const std::string &path) {
   std::ifstream f(path);
   std::string header, l;
   REQUIRE(std::getline(f, header));
-  CHECK(header == "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane");
+  const std::string base = "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane";
+  REQUIRE(header.substr(0, base.size()) == base);
+  auto cells = [](const std::string &text) {
+    std::vector<std::string> c;
+    size_t start = 0;
+    for (size_t i = 0; i <= text.size(); ++i)
+      if (i == text.size() || text[i] == ',') c.push_back(text.substr(start, i - start)), start = i + 1;
+    return c;
+  };
+  std::vector<std::string> names = cells(header);
   std::vector<Line> out;
   while (std::getline(f, l)) {
-    std::vector<std::string> c;
-    std::stringstream ss(l);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) c.push_back(cell);
-    REQUIRE(c.size() == 13);
+    std::vector<std::string> c = cells(l);
+    REQUIRE(c.size() == names.size());
     out.push_back({std::stoull(c[0]), std::stoull(c[1]), unsigned(std::stoul(c[2])), c[3], unsigned(std::stoul(c[4])), c[5],
                    unsigned(std::stoul(c[6])), std::stoull(c[7]), std::stoull(c[8]), unsigned(std::stoul(c[9])), c[10],
-                   unsigned(std::stoul(c[11])), unsigned(std::stoul(c[12]))});
+                   unsigned(std::stoul(c[11])), unsigned(std::stoul(c[12])), {}});
+    for (size_t i = 13; i < c.size(); ++i) out.back().ext[names[i]] = c[i];
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include "engine/runtime/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
+#include "engine/runtime/tsc_clock.hh"
 
 using namespace sluice;
 
@@ -79,47 +80,26 @@ class TimestampRuntime final : public RuntimeElement {
       for (SourceElement *src : sources) all_timed &= src->has_capture_time() || src->has_hw_timestamps();
       mode_ = all_timed ? Mode::Pcap : Mode::Tsc;
     }
-    ns_per_tsc_ = 1e9 / double(rte_get_tsc_hz());
-    resync_tsc_ = rte_get_tsc_hz();  // once a second
-    resync(rte_rdtsc());
-    last_ = wall0_;
+    clock_.start(1e9 / double(rte_get_tsc_hz()), rte_get_tsc_hz() /* once a second */, rte_rdtsc(), wall_ns());
   }
 
-  // Only the clock is fixed while the segment runs: the TSC's base moves at
-  // every resync.
-  void jit_constants(std::vector<ConstantBytes> &out) const override {
-    out.push_back({&mode_, sizeof mode_});
-    out.push_back({&ns_per_tsc_, sizeof ns_per_tsc_});
-    out.push_back({&resync_tsc_, sizeof resync_tsc_});
-  }
+  void jit_constants(std::vector<ConstantBytes> &out) const override { out.push_back({&mode_, sizeof mode_}); }
 
   void push(int, PacketBatch &batch) override {
     if (mode_ == Mode::Tsc && batch.count) {
       uint64_t tsc = rte_rdtsc();
-      if (tsc - tsc0_ >= resync_tsc_) resync(tsc);
-      uint64_t now = wall0_ + uint64_t(double(tsc - tsc0_) * ns_per_tsc_);
-      // Never back: after a resync that set the clock back, packets keep the
-      // last time given until the system clock catches up.
-      uint64_t step = now > last_ ? (now - last_) / uint64_t(batch.count) : 0;
-      for (int i = 0; i < batch.count; ++i) anno(batch.pkts[i]).time_ns = last_ + step * uint64_t(i + 1);
-      last_ += step * uint64_t(batch.count);
+      if (clock_.due(tsc)) clock_.resync(tsc, wall_ns());
+      TscWallClock::Spread t = clock_.stamp(tsc, unsigned(batch.count));
+      for (int i = 0; i < batch.count; ++i) anno(batch.pkts[i]).time_ns = t.first + t.step * uint64_t(i + 1);
     }
     emit(0, batch);
   }
 
  private:
-  // The TSC's rate is an estimate and NTP slews the system clock: set the
-  // TSC's base to the system clock again, so packet times never drift
-  // from it by more than a second's worth of the rate's error.
-  void resync(uint64_t tsc) {
-    wall0_ = wall_ns();
-    tsc0_ = tsc;
-  }
-
   enum class Mode { Auto, Pcap, Tsc, Hw } mode_;
-  uint64_t wall0_ = 0, tsc0_ = 0, last_ = 0, resync_tsc_ = 1;
-  double ns_per_tsc_ = 1;
+  TscWallClock clock_;
 };
+
 SLUICE_ELEMENT(TimestampRuntime, timestamp_spec);
 
 }  // namespace sluice::elements

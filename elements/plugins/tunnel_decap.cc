@@ -5,15 +5,13 @@
 
 #include "engine/flow/flow_extension.hh"
 #include "engine/runtime/element_runtime.hh"
+#include "plugin_fields.hh"
 #include "tunnel_headers.hh"
 
 using namespace sluice;
 
 namespace sluice_plugins {
 
-// 32473 is the private enterprise number RFC 5612 reserves for examples and
-// documentation: Sluice uses it until it has a number of its own.
-constexpr uint32_t kSluiceEnterprise = 32473;
 
 SLUICE_FLOW_FIELD(kTunnelTypeField, {"tunnelType", "tunnel_type", FlowExtKind::Number, 1, kSluiceEnterprise, 1,
                                      "The tunnel the flow's packets came through: 1 VXLAN, 2 GTP-U, 3 GRE "
@@ -49,8 +47,7 @@ class TunnelDecapRuntime final : public PacketStage<TunnelDecapRuntime> {
     counts_[int(r)][int(t.type)].add();
     if (r != DecapResult::Decapsulated) return 0;
     // both labels or neither: a record with a tunnel type must have its id
-    if (a.labels.count + 2 > PacketLabels::kMax ||
-        a.labels.used + type_slot_.size + id_slot_.size > PacketLabels::kBytes) {
+    if (packet_labels_free(a.labels) < 2 || packet_label_octets_free(a.labels) < size_t(type_slot_.size + id_slot_.size)) {
       unlabelled_.add();
       return 0;
     }

@@ -83,7 +83,8 @@ size_t flow_ext_bytes_in_use();
   static const ::sluice::FlowExtField &var = ::sluice::register_flow_ext_field(::sluice::FlowExtFieldDef __VA_ARGS__)
 
 // Values put on a packet for its flow (PacketAnno::labels): at most kMax,
-// their octets together at most kBytes. Sources set count to 0.
+// their octets together at most kBytes. Sources set count to 0 (and so
+// empty the labels: `used` counts only while count > 0).
 struct PacketLabels {
   static constexpr unsigned kMax = 4;
   static constexpr unsigned kBytes = 160;
@@ -107,8 +108,18 @@ enum class LabelResult : uint8_t {
 
 // Puts a value for the field of `slot` on a packet. A Number is given as its
 // big-endian octets (`len` == slot.size).
+// Room left on a packet: labels, and octets of value. A count of 0 means
+// no octets in use, whatever `used` says (sources reset only the count, and
+// a buffer comes back from the pool with its last packet's labels).
+inline unsigned packet_labels_free(const PacketLabels &l) { return l.count < PacketLabels::kMax ? PacketLabels::kMax - l.count : 0; }
+inline size_t packet_label_octets_free(const PacketLabels &l) {
+  size_t used = l.count ? l.used : 0;
+  return used < PacketLabels::kBytes ? PacketLabels::kBytes - used : 0;
+}
+
 inline LabelResult set_packet_label(PacketLabels &l, const FlowExtSlot &slot, const void *data, size_t len) {
   if (len == 0) return LabelResult::Empty;
+  if (l.count == 0) l.used = 0;
   bool cut = len > slot.size;
   if (cut) len = slot.size;
   if (l.count >= PacketLabels::kMax || l.used + len > PacketLabels::kBytes) return LabelResult::NoRoom;

@@ -99,7 +99,7 @@ else
   echo "   $made records made, $lines lines in flows.csv (nfdump not installed: no collector check)"
 fi
 
-echo "== the plugin library (elements/plugins), built against the unpacked SDK only"
+echo "== the plugin library (elements/plugins), built against the unpacked SDK only, as package sluice-plugins"
 for f in usr/share/cmake/Sluice/SluiceConfig.cmake usr/include/sluice/engine/runtime/element_runtime.hh; do
   [ -e "$ROOT/$f" ] || fail "/$f (the SDK) is not in the package"
 done
@@ -109,23 +109,64 @@ cmake -S "$WORK/plugins-src" -B "$WORK/plugins" -G Ninja -DCMAKE_CXX_COMPILER=cl
   -DCMAKE_PREFIX_PATH="$ROOT/usr" > "$WORK/plugins-configure.txt" 2>&1 || { cat "$WORK/plugins-configure.txt"; fail "configuring the plugins"; }
 cmake --build "$WORK/plugins" > "$WORK/plugins-build.txt" 2>&1 || { cat "$WORK/plugins-build.txt"; fail "building the plugins"; }
 [ -f "$WORK/plugins/sluice_plugins.so.bc" ] || fail "no sluice_plugins.so.bc beside the plugin"
-cat > plugins.pipe << PIPE
-require "$WORK/plugins/sluice_plugins.so";
-src :: TrafficGen(flows 400, new_flows_per_s 400, duration 3s, seed 8, udp 0.3, queues 2);
-top :: shared TopFlows(k 100000);
-log :: shared FlowLog(\$FLOWS, existing replace);
-src -> Timestamp -> ft :: FlowTable(capacity 64K, idle 1s) -> GCSlicer(table ft) -> top -> log;
-PIPE
-for mode in jit no-jit; do
-  "$ROOT/usr/bin/sluice" run -q "--$mode" plugins.pipe --host "$ROOT/etc/sluice/laptop.yaml" -D FLOWS="plugins-$mode.csv" \
-    > "plugins-$mode.txt" 2>&1 || { cat "plugins-$mode.txt"; fail "the plugin pipeline with --$mode"; }
-  sed -n '/top 5 of/,+5p' "plugins-$mode.txt" > "top-$mode.txt"
+(cd "$WORK/plugins" && cpack -G DEB > cpack.txt 2>&1) || { cat "$WORK/plugins/cpack.txt"; fail "cpack of the plugins"; }
+PDEB=$(ls "$WORK"/plugins/sluice-plugins_*_amd64.deb)
+echo "   $(basename "$PDEB")"
+PDEPENDS=$(dpkg-deb -f "$PDEB" Depends)
+VERSION=$(dpkg-deb -f "$DEB" Version)
+[[ "$PDEPENDS" == *"sluice (= $VERSION)"* ]] || fail "sluice-plugins does not depend on sluice $VERSION: $PDEPENDS"
+[[ "$PDEPENDS" == *libssl3* ]] || fail "sluice-plugins does not depend on libssl3 (libcrypto): $PDEPENDS"
+apt-get install --simulate -q "$DEB" "$PDEB" > "$WORK/apt-simulate-plugins.txt" 2>&1 ||
+  { cat "$WORK/apt-simulate-plugins.txt" >&2; fail "apt-get cannot install sluice-plugins with sluice"; }
+dpkg-deb --ctrl-tarfile "$PDEB" | tar -xO ./conffiles | grep -q '^/etc/sluice/flowprobe-plugins.pipe$' ||
+  fail "/etc/sluice/flowprobe-plugins.pipe is not a conffile of sluice-plugins"
+dpkg-deb -x "$PDEB" "$ROOT"
+PLUGIN_DIR=$(dirname "$(dpkg-deb -c "$PDEB" | awk '{ print $6 }' | grep '/sluice_plugins\.so$')")
+for f in "$PLUGIN_DIR/sluice_plugins.so" "$PLUGIN_DIR/sluice_plugins.so.bc" ./etc/sluice/flowprobe-plugins.pipe; do
+  [ -e "$ROOT/$f" ] || fail "$f is not in sluice-plugins"
 done
-grep -q "shared segment .*loop fused by the JIT" plugins-jit.txt || fail "the plugin's segment was not fused"
-"$ROOT/usr/bin/sluice" elements --require "$WORK/plugins/sluice_plugins.so" TopFlows | grep -q "Space-Saving" ||
-  fail "sluice elements --require does not describe the plugin's TopFlows"
+echo "   apt-get would install it with sluice; unpacked: ${PLUGIN_DIR#.}"
+
+# The installed probe with all three plugins (require "sluice_plugins.so"
+# finds the installed library), on real tunnels, TLS, QUIC and DNS when the
+# shared traces are there, else on the trace made above: the same records
+# with --jit and --no-jit, nfcapd collecting every record of templates
+# that carry the plugins' fields.
+TRACE="$SRC/../shared/traces/ndpi_merged.pcap"
+[ -f "$TRACE" ] || { echo "   ../shared/traces/ndpi_merged.pcap is absent: the plugins run on the made trace"; TRACE="$WORK/trace.pcap"; }
+for mode in jit no-jit; do
+  PORT=$((20000 + RANDOM % 20000))
+  rm -rf "nfcapd-$mode" && mkdir -p "nfcapd-$mode"
+  if [ -n "$COLLECT" ]; then nfcapd -w "$WORK/nfcapd-$mode" -p "$PORT" -b 127.0.0.1 > /dev/null 2>&1 & NFCAPD=$!; sleep 1; fi
+  rc=0
+  "$ROOT/usr/bin/sluice" run "--$mode" "$ROOT/etc/sluice/flowprobe-plugins.pipe" --host "$ROOT/etc/sluice/laptop.yaml" \
+    -D DEVICE="pcap:$TRACE" -D COLLECTOR="127.0.0.1:$PORT" -D FLOWS="$WORK/plugins-$mode.csv" -D TOP_K=100000 \
+    > "plugins-$mode.txt" 2>&1 || rc=$?
+  grep -q "every packet accounted for" "plugins-$mode.txt" || { cat "plugins-$mode.txt"; fail "plugins --$mode: packets not accounted for"; }
+  sed -n '/top 5 of/,+5p' "plugins-$mode.txt" > "top-$mode.txt"
+  if [ -n "$COLLECT" ]; then
+    [ "$rc" = 0 ] || { cat "plugins-$mode.txt"; fail "plugins --$mode: exit status $rc with a collector listening"; }
+    kill "$NFCAPD"; wait "$NFCAPD" 2>/dev/null || true; NFCAPD=""
+    made=$(sed -n 's/.*records: made \([0-9]*\) .*/\1/p' "plugins-$mode.txt")
+    flows=$(nfdump -R "nfcapd-$mode" -I | sed -n 's/^Flows: \([0-9]*\)/\1/p')
+    [ "$flows" = "$made" ] || fail "plugins --$mode: nfcapd collected $flows flows of $made records"
+  fi
+done
+grep -q "loop fused by the JIT" plugins-jit.txt || fail "the plugins' segments were not fused"
+grep -q "TunnelDecap" <("$ROOT/usr/bin/sluice" elements --require "$ROOT/$PLUGIN_DIR/sluice_plugins.so") ||
+  fail "sluice elements --require does not list the plugins' elements"
+head -1 plugins-jit.csv | grep -q ',server_name,dns_query_name,tunnel_type,tunnel_id$' ||
+  fail "the FlowLog lacks the plugins' columns: $(head -1 plugins-jit.csv)"
 cmp -s <(sort plugins-jit.csv) <(sort plugins-no-jit.csv) || fail "the plugin pipeline's records differ between --jit and --no-jit"
 cmp -s top-jit.txt top-no-jit.txt || fail "TopFlows differs between --jit and --no-jit"
+if [ "$TRACE" != "$WORK/trace.pcap" ]; then
+  names=$(awk -F, 'NR > 1 && $14 != ""' plugins-jit.csv | wc -l)
+  queries=$(awk -F, 'NR > 1 && $15 != ""' plugins-jit.csv | wc -l)
+  tunnels=$(awk -F, 'NR > 1 && $16 != ""' plugins-jit.csv | wc -l)
+  [ "$names" -gt 100 ] && [ "$queries" -gt 100 ] && [ "$tunnels" -gt 0 ] ||
+    fail "too few records with plugin fields: $names server names, $queries DNS queries, $tunnels tunnels"
+  echo "   lines with a server name $names, a DNS query $queries, a tunnel $tunnels"
+fi
 # With more counters than flows the counts are exact: the five heaviest
 # flows' bytes, summed from the FlowLog's lines (both directions), are
 # those TopFlows ranks first.
@@ -133,6 +174,6 @@ want=$(awk -F, 'NR > 1 { a = $4 "/" $5; b = $6 "/" $7; k = $3 " " (a < b ? a " "
                 END { for (k in s) print s[k] }' plugins-jit.csv | sort -rn | head -5 | tr '\n' ' ')
 got=$(awk '/^ +[1-5]\. / { print $NF }' top-jit.txt | tr '\n' ' ')
 [ "$want" = "$got" ] || { cat top-jit.txt; fail "TopFlows' five heaviest ($got) are not the FlowLog's ($want)"; }
-echo "   TopFlows from the plugin library: fused by the JIT, the same records and top flows with --no-jit," \
-     "the five heaviest as the FlowLog's lines add up: $got"
+echo "   the three plugins, fused by the JIT: the same records and top flows with --no-jit," \
+     "${COLLECT:+nfcapd collected every record, }the five heaviest as the FlowLog's lines add up: $got"
 echo "== the package: ok"

@@ -1572,6 +1572,15 @@ TEST_CASE("flowcache: labels: batches, a cut name, a full packet, and adopt keep
     apply_packet_labels(bad, clean, sizeof clean);
     for (uint8_t b : clean) CHECK(b == 0);
   }
+  SECTION("a buffer back from the pool: count 0 empties the labels whatever `used` says") {
+    PacketLabels l{};
+    l.used = PacketLabels::kBytes;  // the last packet's; sources reset only the count
+    CHECK(packet_labels_free(l) == PacketLabels::kMax);
+    CHECK(packet_label_octets_free(l) == PacketLabels::kBytes);
+    CHECK(set_packet_label(l, kNameSlot, "example.com", 11) == LabelResult::Set);
+    CHECK(l.used == 11);
+    CHECK(packet_label_octets_free(l) == PacketLabels::kBytes - 11);
+  }
   SECTION("account_batch applies each packet's labels as account() does") {
     FlowCache a(long_timeouts(false)), b(long_timeouts(false));
     std::vector<PacketMeta> metas;

@@ -37,7 +37,7 @@ std::vector<Line> run_probe(const std::string &dir, const std::string &mode, std
   std::string cfg = write_file(
       dir + "/p.pipe",
       "require \"" SLUICE_TEST_PLUGIN_LIBRARY "\";\n"
-      "RSSSource(device \"pcap:" + kNdpi.string() + "\", queues 1) -> Timestamp -> TunnelDecap"
+      "RSSSource(device \"pcap:" + kNdpi.string() + "\", queues 1) -> Timestamp -> TunnelDecap -> ServerNames"
       " -> ft :: FlowTable(capacity 256K, idle 1d, active 7d, direction bi) -> GCSlicer(table ft)"
       " -> FlowLog(\"" + dir + "/flows-" + mode + ".csv\", existing replace);\n");
   Run r = run_sluice("run --" + mode + " " + cfg);
@@ -140,4 +140,93 @@ TEST_CASE("plugins: TunnelDecap meters tunnelled flows on the inner 5-tuples tsh
   CHECK(ours.size() == theirs.size());
   CHECK(their_packets >= 256);  // VXLAN 127 and GTP-U 129 packets in the trace
   CHECK(types == std::set<std::string>{"1", "2"});  // VXLAN, GTP-U (its one GRE packet is PPTP's, version 1)
+}
+
+namespace {
+
+// tshark's names per inner biflow key: TLS/QUIC server names of ClientHellos
+// and the names of DNS queries (innermost layers, as above).
+struct Names {
+  std::map<std::string, std::set<std::string>> server, dns;
+};
+Names tshark_names() {
+  Run t = run_cmd("tshark -r " + kNdpi.string() +
+                  " -Y 'tls.handshake.type == 1 || dns.flags.response == 0'"
+                  " -T fields -E separator='|' -e frame.protocols -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst"
+                  " -e ip.proto -e ipv6.nxt -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport"
+                  " -e tls.handshake.extensions_server_name -e dns.qry.name 2>/dev/null | cat");
+  REQUIRE(t.status == 0);
+  Names out;
+  std::stringstream ss(t.out);
+  std::string row;
+  while (std::getline(ss, row)) {
+    std::vector<std::string> c = split(row, '|');
+    REQUIRE(c.size() == 13);
+    std::vector<std::string> layers = split(c[0], ':');
+    auto inner = std::find_if(layers.rbegin(), layers.rend(), [](const std::string &l) { return l == "ip" || l == "ipv6"; });
+    if (inner == layers.rend()) continue;
+    bool v6 = *inner == "ipv6";
+    std::string proto = last(v6 ? c[6] : c[5]);
+    std::string sp = proto == "6" ? last(c[7]) : proto == "17" ? last(c[9]) : "0";
+    std::string dp = proto == "6" ? last(c[8]) : proto == "17" ? last(c[10]) : "0";
+    std::string key = biflow_key(proto, last(v6 ? c[3] : c[1]), sp, last(v6 ? c[4] : c[2]), dp);
+    for (const std::string &n : split(c[11], ',')) if (!n.empty()) out.server[key].insert(n);
+    for (const std::string &n : split(c[12], ','))  // "<Root>" and the like are not names
+      if (!n.empty() && n[0] != '<') out.dns[key].insert(n);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plugins: ServerNames puts the server name and the DNS query name tshark sees into each flow's record",
+          "[plugins][server_names][ndpi]") {
+  if (!have_trace_and_tshark()) return;
+  std::string dir = scratch("plugins", "names");
+  std::string csv;
+  std::vector<Line> lines = run_probe(dir, "jit", &csv);
+  Names theirs = tshark_names();
+  // Ours, per key: the names of its records (printable ones: FlowLog
+  // escapes the others, tshark writes them its own way).
+  std::map<std::string, std::set<std::string>> server, dns;
+  for (const Line &l : lines) {
+    std::string key = biflow_key(std::to_string(l.proto), l.src, std::to_string(l.sport), l.dst, std::to_string(l.dport));
+    for (auto [column, names] : {std::pair{"server_name", &server}, std::pair{"dns_query_name", &dns}}) {
+      const std::string &n = l.ext.at(column);
+      if (n.empty()) continue;
+      std::set<std::string> &of_key = (*names)[key];  // named, whatever the text
+      if (n.find("\\x") == std::string::npos) of_key.insert(n);
+    }
+  }
+  // Every name we give a flow is one tshark sees in it (cut ones: the start
+  // of one), and nearly every flow tshark names gets a name from us.
+  auto check = [](const char *what, const std::map<std::string, std::set<std::string>> &ours,
+                  const std::map<std::string, std::set<std::string>> &tshark, size_t size, double coverage) {
+    size_t wrong = 0, named = 0, only_ours = 0;
+    for (const auto &[key, names] : ours) {
+      auto it = tshark.find(key);
+      if (it == tshark.end()) {
+        ++only_ours;
+        continue;
+      }
+      for (const std::string &n : names) {
+        bool known = false;
+        for (const std::string &t : it->second) known |= t == n || (n.size() == size && t.rfind(n, 0) == 0);
+        if (!known) {
+          ++wrong;
+          UNSCOPED_INFO(what << " " << key << ": ours " << n);
+        }
+      }
+    }
+    for (const auto &[key, names] : tshark) named += ours.count(key);
+    INFO(what << ": tshark names " << tshark.size() << " flows, we name " << named << " of them, " << ours.size()
+              << " in all, " << only_ours << " that tshark does not, " << wrong << " with another name");
+    CHECK(wrong == 0);
+    CHECK(double(named) >= coverage * double(tshark.size()));
+    CHECK(only_ours <= tshark.size() / 50);
+  };
+  check("server name", server, theirs.server, 80, 0.99);  // 576 of 580 (IP in IP, CAPWAP: not opened)
+  check("dns query", dns, theirs.dns, 96, 0.98);  // 359 of 365 (IP in IP, bogus IP lengths, fuzzed ports)
+  CHECK(theirs.server.size() >= 300);
+  CHECK(theirs.dns.size() >= 300);
 }

@@ -97,7 +97,7 @@ fuzz_smoke() {
   local secs=${SLUICE_FUZZ_SECONDS:-60}
   local corpus="$BUILD/fuzz-corpus"
   local all=("$corpus" "$corpus-packets" "$corpus-defines" "$corpus-profiles" "$corpus-pcaps" "$corpus-control"
-             "$corpus-reload")
+             "$corpus-reload" "$corpus-plugins")
   rm -rf "${all[@]}"
   mkdir -p "${all[@]}" "$BUILD/fuzz-artifacts"
   find configs examples tests/dsl -name '*.pipe' -exec cp -t "$corpus" {} +
@@ -114,6 +114,8 @@ fuzz_smoke() {
   run_fuzzer fuzz_defines "$((secs * 2 / 3))" "$corpus-defines"
   run_fuzzer fuzz_host_profile "$((secs * 2 / 3))" "$corpus-profiles"
   run_fuzzer fuzz_pcap "$((secs / 2))" "$corpus-pcaps"
+  plugin_seeds "$corpus-plugins"
+  run_fuzzer fuzz_plugin_parsers "$((secs / 2))" "$corpus-plugins"
   run_fuzzer fuzz_control "$((secs / 2))" "$corpus-control" -dict=tests/fuzz/fuzz_control.dict
   reload_pairs "$corpus-reload"
   run_fuzzer fuzz_reload_plan "$((secs / 2))" "$corpus-reload"
@@ -141,6 +143,34 @@ run_fuzzer() {  # TARGET SECONDS CORPUS [libFuzzer flags...]
 
 # Small trace files for fuzz_pcap: Ethernet (a TCP SYN, a tagged IPv6 UDP
 # packet) as pcap, nanosecond pcap and pcapng; raw IP; Linux cooked capture.
+# Seeds for fuzz_plugin_parsers: frames with tunnels, ClientHellos, QUIC
+# Initials and DNS queries from the shared real trace (when it is there),
+# one file each, raw bytes (tcpdump -xx, turned back into bytes by perl).
+plugin_seeds() {
+  local out=$1 trace="$ROOT/../shared/traces/ndpi_merged.pcap" tmp
+  [ -f "$trace" ] || return 0
+  tmp=$(mktemp)
+  local filter
+  for filter in vxlan gtp gre 'tls.handshake.type == 1' 'quic.long.packet_type == 0' dns; do
+    tshark -r "$trace" -Y "$filter" -w "$tmp" > /dev/null 2>&1 || continue
+    tcpdump -r "$tmp" -xx -c 60 2> /dev/null
+  done | perl -e '
+    my ($n, $hex) = (0, "");
+    sub emit {
+      return if $hex eq "";
+      open(my $f, ">", sprintf("%s/frame%04d", $ARGV[0], ++$n)) or die "$!";
+      binmode $f;
+      print $f pack("H*", $hex);
+      close $f;
+      $hex = "";
+    }
+    while (<STDIN>) {
+      if (/^\s+0x[0-9a-f]+:\s+([0-9a-f ]+)/) { (my $x = $1) =~ s/\s//g; $hex .= $x } else { emit() }
+    }
+    emit();' "$out"
+  rm -f "$tmp"
+}
+
 pcap_seeds() {
   local out=$1 tmp
   tmp=$(mktemp -d)

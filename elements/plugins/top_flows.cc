@@ -143,7 +143,7 @@ const ElementSpec &top_flows_spec() {
           .handler("top", "The counted flows by rank: rank, weight, error bound, flow.", &TopFlowsRuntime::top)
           .handler("counted", "Bytes or packets counted in all.", &TopFlowsRuntime::counted)
           .input(PortSpec::flows("in").many().describe("Flow records."))
-          .output(PortSpec::flows("out").describe("The same records."));
+          .output(PortSpec::flows("out").many().describe("The same records, to each connection."));
   return spec;
 }
 

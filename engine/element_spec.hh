@@ -58,6 +58,7 @@ struct ArgSpec {
   std::string element_class;             // Element: the class the referenced element must have
   ArgValidator validate;                 // extra check after typing (e.g. filter syntax)
   bool reloadable = false;               // a hot reload changes it in place, state kept
+  bool gives_lanes = false;              // a source's: how many lanes (queues) it starts, one graph copy each
 
   static ArgSpec make(std::string name, ArgType t) { ArgSpec a; a.name = std::move(name); a.type = t; return a; }
   static ArgSpec count(std::string n) { return make(std::move(n), ArgType::Count); }
@@ -78,6 +79,7 @@ struct ArgSpec {
   ArgSpec &&needed() && { required = true; return std::move(*this); }
   ArgSpec &&pos() && { positional = true; return std::move(*this); }
   ArgSpec &&lists() && { list = true; return std::move(*this); }
+  ArgSpec &&counts_lanes() && { gives_lanes = true; return std::move(*this); }
   ArgSpec &&at_least(double v) && { has_min = true; min = v; return std::move(*this); }
   ArgSpec &&at_most(double v) && { has_max = true; max = v; return std::move(*this); }
   ArgSpec &&range(double lo, double hi) && { has_min = has_max = true; min = lo; max = hi; return std::move(*this); }
@@ -121,7 +123,7 @@ std::optional<std::string> handler_text(N v) { return std::to_string(v); }
 const std::vector<HandlerSpec> &common_handlers();
 
 enum ElementFlags : unsigned {
-  kSource = 1u << 0,          // starts lanes; its `queues` argument says how many
+  kSource = 1u << 0,          // starts lanes; its argument marked counts_lanes() says how many
   kThreadBoundary = 1u << 1,  // ends one segment and starts the next (Ring)
   kStateful = 1u << 2,        // holds state that a hot reload moves into a new instance (flows)
   kGivesTime = 1u << 3,       // packets leave it with a packet time (Timestamp; a source of capture times)
@@ -261,6 +263,6 @@ struct RegisterElement {
 namespace sluice {
 // Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
 // 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
-// 3: flow record extension fields (FlowRecord::ext, PacketAnno::labels).
+// 3: flow record extension fields (FlowRecord::ext, PacketAnno::labels); ArgSpec::gives_lanes.
 inline constexpr int kPluginAbi = 3;
 }  // namespace sluice

@@ -131,7 +131,7 @@ private:
       if (!e.spec->is_source() || e.shared) continue;
       int64_t queues = 1;
       for (const BoundArg &b : e.args) {
-        if (b.spec->name != "queues") continue;
+        if (!b.spec->gives_lanes) continue;
         Value val;
         LiteralProblem p;
         if (convert_literal(bind_queue(b.literal, 0), *b.spec, val, p)) queues = val.integer;

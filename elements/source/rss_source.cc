@@ -46,7 +46,7 @@ const ElementSpec &rss_source_spec() {
                    .pos()
                    .describe("The device to read: a PCI address such as `0000:3b:00.0`, `pcap:FILE[,FILE...]`, "
                              "`af_packet:IFACE`, `af_xdp:IFACE` or `null`."))
-          .arg(ArgSpec::count("queues")
+          .arg(ArgSpec::count("queues").counts_lanes()
                    .def("1")
                    .range(1, 128)
                    .describe("Receive queues to configure; each starts a lane, placed on the NUMA node of the "

@@ -61,7 +61,7 @@ const ElementSpec &traffic_gen_spec() {
           .arg(ArgSpec::any_rate("rate")
                    .describe("Replay pace in bits or packets per second, e.g. `10Gbps` or `14.88Mpps`. When "
                              "absent the replay is unpaced: as fast as the pipeline takes packets."))
-          .arg(ArgSpec::count("queues")
+          .arg(ArgSpec::count("queues").counts_lanes()
                    .def("1")
                    .range(1, 128)
                    .describe("Lanes to generate into; each lane replays its own share of the flows."))

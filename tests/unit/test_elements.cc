@@ -296,3 +296,22 @@ TEST_CASE("docs/elements.md is the generated reference", "[elements][docs]") {
   FAIL("docs/elements.md is stale (first difference at line " << line << ": '" << la << "' instead of '" << lb
                                                                << "'); " << regenerate);
 }
+
+TEST_CASE("a source says which argument counts its lanes: the engine reads none by name", "[elements][lanes]") {
+  // A source of a plugin's whose lane count is called `rings`.
+  static const ElementSpec spec = ElementSpec("RingsTestSource")
+                                      .in_group("source")
+                                      .with_flags(kSource)
+                                      .brief("test")
+                                      .arg(ArgSpec::count("rings").counts_lanes().def("1"))
+                                      .output(PortSpec::packets("out"));
+  ElementRegistry::global().add(&spec);
+  std::string diags;
+  auto c = test::compile_graph("RingsTestSource(rings 3) -> Counter -> Discard;\n", &diags);
+  INFO(diags);
+  REQUIRE(c);
+  CHECK(c->lanes.lanes.size() == 3);
+  size_t counters = 0;
+  for (const Node &n : c->lanes.nodes) counters += n.spec->name == "Counter";
+  CHECK(counters == 3);
+}

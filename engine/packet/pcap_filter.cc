@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <pcap/pcap.h>
 
+#include "engine/jit/bpf_jit.hh"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>

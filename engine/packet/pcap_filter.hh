@@ -9,12 +9,13 @@
 #include <string>
 #include <string_view>
 
-#include "engine/jit/bpf_jit.hh"
 #include "engine/packet/packet_meta.hh"
 
 struct bpf_insn;  // <pcap/bpf.h>
 
 namespace sluice {
+
+class BpfJit;  // engine/jit/bpf_jit.hh: the packet library does not depend on the JIT's header
 
 // A compiled expression; movable, not copyable; owns its BPF program.
 class PcapFilter {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/jit/bpf_jit.hh"
 #include "engine/packet/pcap_filter.hh"
 
 using namespace sluice;

@@ -291,7 +291,12 @@ TEST_CASE("reload: a new graph that cannot start leaves the old one running", "[
 
   auto unwritable = compile(graph_b("/nonexistent/dir/flows.csv"), &diags);
   REQUIRE(unwritable);
+  // On a loaded machine a segment may not stop within the reload's 2 s: that
+  // reload is abandoned as well, the old graph going on; try again.
   ReloadOutcome o = rt.reload(unwritable, false);
+  for (int tries = 0; tries < 5 && o.error.find("did not stop within") != std::string::npos; ++tries)
+    o = rt.reload(unwritable, false);
+  INFO(o.error);
   CHECK_FALSE(o.applied);
   CHECK(o.error.find("reload abandoned, the running graph goes on: 'log': cannot write '/nonexistent/dir/flows.csv'") !=
         std::string::npos);

@@ -220,7 +220,7 @@ struct JitChoice {
 // start. False, with the error printed, when it cannot be.
 bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std::vector<std::string> *ir) {
   std::string err;
-  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu}, &err);
+  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, ""}, &err);
   if (compiler) {
     rt.set_compiler(compiler, housekeeping_cpu);
     if (rt.compile_programs(&err, ir)) return true;

@@ -214,13 +214,14 @@ int control_client(const std::string &socket, const std::vector<std::string> &ar
 struct JitChoice {
   bool enabled = true;
   std::string cpu;
+  std::string print_after;  // plan --emit-ir-after: a pass of the JIT, or "all"
 };
 
 // The JIT for a run: every segment's loop compiled before the segments
 // start. False, with the error printed, when it cannot be.
 bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std::vector<std::string> *ir) {
   std::string err;
-  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu}, &err);
+  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, jit.print_after}, &err);
   if (compiler) {
     rt.set_compiler(compiler, housekeeping_cpu);
     if (rt.compile_programs(&err, ir)) return true;
@@ -398,7 +399,8 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
 
 // `sluice plan --emit-ir`: the graph set up as `sluice run` would (devices
 // opened, traffic generated), every segment's loop compiled, its optimized
-// IR printed; nothing runs.
+// IR printed (with --emit-ir-after, the module after a pass instead);
+// nothing runs.
 int emit_ir(std::shared_ptr<const CompiledPipe> pipe, const JitChoice &jit) {
   RunOptions opts;
   opts.eal_args = pipe->profile.eal_args;
@@ -441,6 +443,12 @@ int main(int argc, char **argv) {
   JitChoice plan_jit;
   plan->add_flag("--emit-ir", plan_ir,
                  "set the graph up as `run` would and print the optimized LLVM IR of every segment's fused loop");
+  std::string pass_list;
+  for (const std::string &p : jit_pass_names()) pass_list += (pass_list.empty() ? "" : ", ") + p;
+  plan->add_option("--emit-ir-after", plan_jit.print_after,
+                   "as --emit-ir, but print each segment's module after each run of PASS of the JIT (" + pass_list +
+                       "), or of every pass (all), with what the pass did")
+      ->type_name("PASS");
   plan->add_option("--jit-cpu", plan_jit.cpu, "with --emit-ir: the code generation target (as for run)")
       ->type_name("NAME");
 
@@ -570,7 +578,7 @@ int main(int argc, char **argv) {
     if (rc = place(*pipe, plan_host); rc != kExitClean) return rc;
     const LaneGraph &lanes = pipe->lanes;
     const Placement &placement = *pipe->placement;
-    if (plan_ir) return emit_ir(pipe, plan_jit);
+    if (plan_ir || !plan_jit.print_after.empty()) return emit_ir(pipe, plan_jit);
     if (plan_format == "svg") return print_svg(plan_args.file, lanes, placement);
     if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes, &placement);
     else if (plan_format == "json") print_plan_json(std::cout, plan_args.file, lanes, placement);

@@ -1,6 +1,6 @@
 // Classic BPF to LLVM IR (bpf_jit.cc), for the JIT's own files: a Filter's
 // program becomes a function of the module it is emitted into, either alone
-// (BpfJit) or inside a fused segment loop (segment_jit.cc).
+// (BpfJit) or inside a fused segment loop (passes/inline_filter_programs.cc).
 #pragma once
 #include <cstddef>
 #include <string>

@@ -15,10 +15,17 @@
 // keeps per-thread mempool caches in thread-local storage, which JIT code
 // cannot reach), channels, drops, flow records between elements, timers.
 //
-// LLVM's headers stay in segment_jit.cc.
+// The parts, in engine/jit: bitcode_index (the bitcode files and what they
+// define), bitcode_linker (what a segment's classes need, linked),
+// loop_builder (the loop), jit_pipeline with passes/ (checks and
+// specializations as LLVM passes, then O3), and here the compiler that runs
+// them and hands the module to ORC.
+//
+// LLVM's headers stay in engine/jit: none in this header.
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/runtime/segment.hh"
 
@@ -26,15 +33,22 @@ namespace sluice {
 
 struct JitSettings {
   std::string cpu;  // the code generation target; empty: default_jit_cpu()
+  // When compile() is asked for IR: the module after each run of this pass
+  // (jit_pass_names(), or "all") instead of the optimized module.
+  std::string print_after;
 };
 
-// Nullptr, with *error, when LLVM has no target for this machine or the
-// CPU name is unknown.
+// Nullptr, with *error, when LLVM has no target for this machine, the
+// CPU name is unknown or print_after names no pass.
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error);
 
 // x86-64-v3 where the host has its features (measured faster here than
 // tuning for the host's own CPU, PLATFORM.md), else the host's CPU.
 std::string default_jit_cpu();
+
+// The passes each segment's module goes through, in the order they first
+// run (engine/jit/jit_pipeline.hh).
+const std::vector<std::string> &jit_pass_names();
 
 // The thread-local storage check on element bitcode, on a module given as
 // LLVM IR text whose function `entry` stands for the element's push: the

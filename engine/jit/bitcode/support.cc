@@ -1,4 +1,4 @@
-// What a fused segment loop (engine/jit/segment_jit.cc) calls besides the
+// What a fused segment loop (engine/jit/loop_builder.cc) calls besides the
 // elements: built only as bitcode and linked into every loop, where these
 // functions are inlined. Each does what the interpreter's loop
 // (InterpretedProgram, engine/runtime/segment.cc) does at the same point,

@@ -67,9 +67,28 @@ std::string sorted_lines(const std::string &text) {
   return out;
 }
 
+// The fields every tshark query here starts with: the layers, then the
+// addresses, protocols and ports of every IP layer.
+const char *const kKeyFields =
+    " -e frame.protocols -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst -e ip.proto -e ipv6.nxt"
+    " -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport";
+
+// The biflow key of a packet's innermost IP layer (the last "ip" or "ipv6"
+// in frame.protocols; of repeated fields the last is the innermost) from a
+// row starting with kKeyFields; empty for a packet without IP.
+std::string inner_key(const std::vector<std::string> &c) {
+  std::vector<std::string> layers = split(c[0], ':');
+  auto inner = std::find_if(layers.rbegin(), layers.rend(), [](const std::string &l) { return l == "ip" || l == "ipv6"; });
+  if (inner == layers.rend()) return "";
+  bool v6 = *inner == "ipv6";
+  std::string proto = last(v6 ? c[6] : c[5]);
+  std::string sp = proto == "6" ? last(c[7]) : proto == "17" ? last(c[9]) : "0";
+  std::string dp = proto == "6" ? last(c[8]) : proto == "17" ? last(c[10]) : "0";
+  return biflow_key(proto, last(v6 ? c[3] : c[1]), sp, last(v6 ? c[4] : c[2]), dp);
+}
+
 // tshark's view of the tunnelled packets: per inner biflow key, the packets
-// and the tunnel id of the first one (the innermost IP layer is the last in
-// frame.protocols; of repeated fields, the last is the innermost).
+// and the tunnel id of the first one.
 struct TunnelFlow {
   uint64_t packets = 0;
   std::string first_id;
@@ -77,9 +96,7 @@ struct TunnelFlow {
 std::map<std::string, TunnelFlow> tshark_tunnel_flows() {
   Run t = run_cmd("tshark -r " + kNdpi.string() +
                   " -Y 'vxlan || (gtp.message == 0xff && udp.port == 2152) || (gre && gre.flags.version == 0)'"
-                  " -T fields -E separator='|' -e frame.protocols -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst"
-                  " -e ip.proto -e ipv6.nxt -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport"
-                  " -e vxlan.vni -e gtp.teid -e gre.key 2>/dev/null | cat");
+                  " -T fields -E separator='|'" + kKeyFields + " -e vxlan.vni -e gtp.teid -e gre.key 2>/dev/null | cat");
   REQUIRE(t.status == 0);
   std::map<std::string, TunnelFlow> out;
   std::stringstream ss(t.out);
@@ -87,14 +104,8 @@ std::map<std::string, TunnelFlow> tshark_tunnel_flows() {
   while (std::getline(ss, row)) {
     std::vector<std::string> c = split(row, '|');
     REQUIRE(c.size() == 14);
-    std::vector<std::string> layers = split(c[0], ':');
-    auto inner = std::find_if(layers.rbegin(), layers.rend(), [](const std::string &l) { return l == "ip" || l == "ipv6"; });
-    REQUIRE(inner != layers.rend());
-    bool v6 = *inner == "ipv6";
-    std::string proto = last(v6 ? c[6] : c[5]);
-    std::string sp = proto == "6" ? last(c[7]) : proto == "17" ? last(c[9]) : "0";
-    std::string dp = proto == "6" ? last(c[8]) : proto == "17" ? last(c[10]) : "0";
-    std::string key = biflow_key(proto, last(v6 ? c[3] : c[1]), sp, last(v6 ? c[4] : c[2]), dp);
+    std::string key = inner_key(c);
+    REQUIRE(!key.empty());
     TunnelFlow &f = out[key];
     if (f.packets++ == 0) f.first_id = first(!c[11].empty() ? c[11] : !c[12].empty() ? c[12] : c[13]);
   }
@@ -145,16 +156,14 @@ TEST_CASE("plugins: TunnelDecap meters tunnelled flows on the inner 5-tuples tsh
 namespace {
 
 // tshark's names per inner biflow key: TLS/QUIC server names of ClientHellos
-// and the names of DNS queries (innermost layers, as above).
+// and the names of DNS queries.
 struct Names {
   std::map<std::string, std::set<std::string>> server, dns;
 };
 Names tshark_names() {
   Run t = run_cmd("tshark -r " + kNdpi.string() +
                   " -Y 'tls.handshake.type == 1 || dns.flags.response == 0'"
-                  " -T fields -E separator='|' -e frame.protocols -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst"
-                  " -e ip.proto -e ipv6.nxt -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport"
-                  " -e tls.handshake.extensions_server_name -e dns.qry.name 2>/dev/null | cat");
+                  " -T fields -E separator='|'" + kKeyFields + " -e tls.handshake.extensions_server_name -e dns.qry.name 2>/dev/null | cat");
   REQUIRE(t.status == 0);
   Names out;
   std::stringstream ss(t.out);
@@ -162,14 +171,8 @@ Names tshark_names() {
   while (std::getline(ss, row)) {
     std::vector<std::string> c = split(row, '|');
     REQUIRE(c.size() == 13);
-    std::vector<std::string> layers = split(c[0], ':');
-    auto inner = std::find_if(layers.rbegin(), layers.rend(), [](const std::string &l) { return l == "ip" || l == "ipv6"; });
-    if (inner == layers.rend()) continue;
-    bool v6 = *inner == "ipv6";
-    std::string proto = last(v6 ? c[6] : c[5]);
-    std::string sp = proto == "6" ? last(c[7]) : proto == "17" ? last(c[9]) : "0";
-    std::string dp = proto == "6" ? last(c[8]) : proto == "17" ? last(c[10]) : "0";
-    std::string key = biflow_key(proto, last(v6 ? c[3] : c[1]), sp, last(v6 ? c[4] : c[2]), dp);
+    std::string key = inner_key(c);
+    if (key.empty()) continue;
     for (const std::string &n : split(c[11], ',')) if (!n.empty()) out.server[key].insert(n);
     for (const std::string &n : split(c[12], ','))  // "<Root>" and the like are not names
       if (!n.empty() && n[0] != '<') out.dns[key].insert(n);

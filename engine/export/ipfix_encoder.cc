@@ -87,13 +87,14 @@ size_t IpfixEncoder::ext_length(const FlowRecord &r) const {
 void IpfixEncoder::write_ext(uint8_t *p, const FlowRecord &r) const {
   for (const IpfixExtField &f : cfg_.ext) {
     std::string_view v = flow_ext_value(r, f.slot);
+    // (an unset field's value is empty, and its data() may be null)
     if (f.slot.kind == FlowExtKind::Text) {
       *p++ = uint8_t(v.size());  // < 255: the one-octet form
-      std::memcpy(p, v.data(), v.size());
+      if (!v.empty()) std::memcpy(p, v.data(), v.size());
       p += v.size();
     } else {  // unset: zero
       std::memset(p, 0, f.slot.size);
-      std::memcpy(p + f.slot.size - v.size(), v.data(), v.size());
+      if (!v.empty()) std::memcpy(p + f.slot.size - v.size(), v.data(), v.size());
       p += f.slot.size;
     }
   }

@@ -430,7 +430,8 @@ TEST_CASE("flows: pmacct's nfacctd collects IPFIX uniflows equal to what FlowLog
   int port = test_port(3);
   write_file(dir + "/nfacctd.conf", "daemonize: false\nnfacctd_ip: 127.0.0.1\nnfacctd_port: " + std::to_string(port) +
                                         "\nplugins: print\naggregate: src_host, dst_host, src_port, dst_port, proto\n"
-                                        "print_output: csv\nprint_output_file: " + dir + "/out.csv\nprint_refresh_time: 1\n");
+                                        "print_output: csv\nprint_output_file: " + dir + "/out.csv\nprint_refresh_time: 1\n"
+                                        "print_output_file_append: true\n");
   Collector c({"nfacctd", "-f", dir + "/nfacctd.conf"});
   std::string cfg = write_file(dir + "/p.pipe",
                                std::string(kGen) + ", queues 2)\n -> Timestamp(clock pcap)"
@@ -441,22 +442,29 @@ TEST_CASE("flows: pmacct's nfacctd collects IPFIX uniflows equal to what FlowLog
   Run r = run_sluice("run -q " + cfg);
   INFO(r.out);
   REQUIRE(r.status == 0);
-  // nfacctd writes its cache every print_refresh_time; wait for all of it
-  std::map<std::string, std::string> want;
-  for (const Line &l : read_csv(dir + "/flows.csv")) want[l.key()] = std::to_string(l.packets) + " " + std::to_string(l.bytes);
-  std::map<std::string, std::string> got;
-  for (int tries = 0; tries < 40 && got.size() < want.size(); ++tries) {
+  // nfacctd purges its cache into the file every print_refresh_time,
+  // appended: a flow's records may come in several of them; wait for all.
+  std::map<std::string, std::pair<uint64_t, uint64_t>> want, got;
+  for (const Line &l : read_csv(dir + "/flows.csv")) {
+    want[l.key()].first += l.packets;
+    want[l.key()].second += l.bytes;
+  }
+  uint64_t want_packets = 0, got_packets = 0;
+  for (auto &[k, v] : want) want_packets += v.first;
+  for (int tries = 0; tries < 80 && got_packets < want_packets; ++tries) {
     usleep(250 * 1000);
     got.clear();
+    got_packets = 0;
     std::ifstream f(dir + "/out.csv");
     std::string row;
-    std::getline(f, row);  // SRC_IP,DST_IP,SRC_PORT,DST_PORT,PROTOCOL,PACKETS,BYTES
-    while (std::getline(f, row)) {
+    while (std::getline(f, row)) {  // SRC_IP,DST_IP,SRC_PORT,DST_PORT,PROTOCOL,PACKETS,BYTES, a header per purge
       auto col = split(row, ',');
-      if (col.size() != 7) continue;
+      if (col.size() != 7 || col[5] == "PACKETS") continue;
       std::string proto = col[4] == "tcp" ? "6" : col[4] == "udp" ? "17" : col[4];
-      got[proto + " " + canonical_addr(col[0]) + " " + col[2] + " " + canonical_addr(col[1]) + " " + col[3]] =
-          col[5] + " " + col[6];
+      auto &g = got[proto + " " + canonical_addr(col[0]) + " " + col[2] + " " + canonical_addr(col[1]) + " " + col[3]];
+      g.first += std::stoull(col[5]);
+      g.second += std::stoull(col[6]);
+      got_packets += std::stoull(col[5]);
     }
   }
   c.stop();

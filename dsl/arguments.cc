@@ -86,9 +86,6 @@ void Expander::check_value(const BoundArg &b, int queue) {
   if (!convert_literal(lit, *b.spec, v, p)) diags_.error(problem_range(b.literal, lit.text, p), p.message, p.hint);
 }
 
-// A problem a validator placed inside the value (a filter expression's bad
-// token) is shown at its column when the literal is a plain string, whose
-// bytes are the value's: no escapes, no $variables. Otherwise: the literal.
 SourceRange Expander::problem_range(const ast::Literal &lit, const std::string &value, const LiteralProblem &p) const {
   SourceRange r = lit.range;
   if (p.offset < 0 || lit.kind != ast::LiteralKind::String || !r.valid()) return r;

@@ -10,7 +10,6 @@ std::string Expander::describe(const NodeRef &n) const {
   return "?";
 }
 
-// Resolves the port of an endpoint: explicit [n] or [name], else 0.
 bool Expander::port_index(const NodeRef &n, const ast::PortRef &p, bool output, int &index) {
   index = p.present ? p.index : 0;
   if (!p.present || !p.named) return true;
@@ -32,8 +31,6 @@ bool Expander::port_index(const NodeRef &n, const ast::PortRef &p, bool output, 
   return false;
 }
 
-// The real element ports behind port `port` of a node: the element's own,
-// or for a compound, the inner ports its input or output leads to.
 std::vector<PortEnd> Expander::ends_of(const NodeRef &n, int port, bool output, SourceRange where) {
   const char *side = output ? "output" : "input";
   size_t count = 0;
@@ -56,8 +53,6 @@ std::vector<PortEnd> Expander::ends_of(const NodeRef &n, int port, bool output, 
   return {};
 }
 
-// A connection dropped for an error already reported leaves its ends
-// incomplete; their unconnected ports are then not reported again.
 void Expander::taint(const NodeRef &n) {
   if (n.kind == NodeRef::Element) incomplete_.insert(n.index);
   if (n.kind == NodeRef::Compound)

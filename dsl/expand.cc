@@ -34,8 +34,6 @@ void Expander::run(ast::File &main, const FrontendOptions &opts) {
   warn_unused(main.file_index);
 }
 
-// Defines and classes of the main file that nothing uses are likely typos
-// (a library file's unused classes are not: it serves many configurations).
 void Expander::warn_unused(int main_file) {
   for (auto &[name, lit] : top_.vars) {
     SourceRange r = top_.var_ranges[name];
@@ -52,7 +50,6 @@ void Expander::set_range(ast::Literal &lit, SourceRange r) {
   for (auto &i : lit.items) set_range(i, r);
 }
 
-// Substitutes $variables (except $queue, bound per lane) in a literal.
 ast::Literal Expander::substitute(const ast::Literal &lit, const Scope &scope) {
   switch (lit.kind) {
     case ast::LiteralKind::Variable: {
@@ -90,7 +87,6 @@ void Expander::undefined_var(const std::string &name, SourceRange r, const Scope
                          : "did you mean '$" + m + "'?");
 }
 
-// "$name" and "${name}" inside strings; "\$" is left for the converter, "$queue" for lanes.
 std::string Expander::interpolate(const ast::Literal &lit, const Scope &scope) {
   const std::string &s = lit.text;
   std::string out;
@@ -245,7 +241,6 @@ NodeRef Expander::instantiate(const ast::ElementRef &ref, const std::string &nam
   return NodeRef{NodeRef::Element, index, ref.name_range};
 }
 
-// A separate scope object per compound instance; kept alive for the pending references.
 NodeRef Expander::instantiate_compound(const ClassDef &cd, const ast::ElementRef &ref, const std::string &name, Scope &caller) {
   const ast::ElementClass &ec = *cd.def;
   if (stack_.size() >= kMaxCompoundDepth) {
@@ -331,8 +326,6 @@ NodeRef Expander::instantiate_compound(const ClassDef &cd, const ast::ElementRef
   return NodeRef{NodeRef::Compound, index, ref.name_range};
 }
 
-// Element-typed arguments (`table ft`) name elements of the same scope,
-// which may be declared anywhere in it: resolved once the scope is complete.
 void Expander::resolve_pending_refs() {
   for (auto &p : pending_refs_) {
     Element &e = g_.elements[p.element];

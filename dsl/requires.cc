@@ -17,8 +17,6 @@ bool parse_file(SourceManager &sm, int file, Diagnostics &diags, ast::File &out)
   return diags.error_count() == before;
 }
 
-// Gathers the statements of the main file and, in place of each `require
-// "x.pipe"`, those of x.pipe (once each). `require "x.so"` loads a plugin.
 void Expander::collect_requires(ast::File &file, std::vector<ast::Statement> &out) {
   for (auto &st : file.statements) {
     if (st.kind != ast::Statement::Kind::Require) {
@@ -69,9 +67,6 @@ void Expander::collect_requires(ast::File &file, std::vector<ast::Statement> &ou
   }
 }
 
-// Where packaged plugins are installed: SLUICE_PLUGIN_DIR_FROM_BIN (set by
-// the build: "../lib/x86_64-linux-gnu/sluice/plugins" under /usr) from the
-// directory of the running executable, so an unpacked root works too.
 fs::path Expander::installed_plugin_dir() {
 #ifdef SLUICE_PLUGIN_DIR_FROM_BIN
   std::error_code ec;
@@ -81,8 +76,6 @@ fs::path Expander::installed_plugin_dir() {
   return {};
 }
 
-// `p` is absolute: dlopen takes a name without a slash from the library
-// search path (LD_LIBRARY_PATH, the cache), not from the file checked.
 void Expander::load_plugin(const fs::path &p, SourceRange where) {
   if (std::string why = untrusted_as_root(p.string()); !why.empty()) {
     diags_.error(where, "refusing to load plugin '" + p.string() + "' as root: " + why,

@@ -61,20 +61,6 @@ const FlowExtField *find_flow_ext_field(std::string_view name) {
   return nullptr;
 }
 
-std::vector<const FlowExtField *> flow_ext_fields() {
-  Registry &r = registry();
-  std::lock_guard lock(r.mutex);
-  std::vector<const FlowExtField *> out;
-  for (const FlowExtField &f : r.fields) out.push_back(&f);
-  return out;
-}
-
-size_t flow_ext_bytes_in_use() {
-  Registry &r = registry();
-  std::lock_guard lock(r.mutex);
-  return r.used;
-}
-
 std::string_view flow_ext_value(const FlowRecord &r, const FlowExtSlot &slot) {
   if (size_t(slot.offset) + 1 + slot.size > kFlowExtBytes) return {};
   uint8_t len = r.ext[slot.offset];

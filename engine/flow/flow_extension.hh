@@ -25,7 +25,6 @@
 #include <cstring>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace sluice {
 
@@ -71,10 +70,6 @@ struct FlowExtField {
 const FlowExtField &register_flow_ext_field(const FlowExtFieldDef &def);
 // The field of that name, or nullptr.
 const FlowExtField *find_flow_ext_field(std::string_view name);
-// Every registered field, in slot order.
-std::vector<const FlowExtField *> flow_ext_fields();
-// Octets of FlowRecord::ext in use by the fields registered so far.
-size_t flow_ext_bytes_in_use();
 
 // Registers a field when the element file (or plugin) is loaded:
 //   SLUICE_FLOW_FIELD(kServerName, {"tlsServerName", "tls_server_name", FlowExtKind::Text, 80, 0, 0, "..."});

@@ -15,22 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "bytes_fixture.hh"
 #include "engine/packet/parse.hh"
 
 using namespace sluice;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace sluice::test::bytes;
 using Addr = std::array<uint8_t, 16>;
 
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes &p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-Bytes be16(uint16_t v) { return {uint8_t(v >> 8), uint8_t(v)}; }
-Bytes zeros(size_t n) { return Bytes(n, 0); }
 Bytes prefix(const Bytes &p, size_t n) { return Bytes(p.begin(), p.begin() + n); }
 
 Addr v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bytes_fixture.hh"
 #include "engine/jit/bpf_jit.hh"
 #include "engine/packet/pcap_filter.hh"
 
@@ -19,14 +20,7 @@ using namespace sluice;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes &p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-Bytes be16(uint16_t v) { return {uint8_t(v >> 8), uint8_t(v)}; }
+using namespace sluice::test::bytes;
 
 // ---- headers ----
 Bytes eth(uint16_t ethertype, Bytes dst = {0x02, 0, 0, 0, 0, 2}) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bytes_fixture.hh"
 #include "elements/plugins/server_name_parse.hh"
 #include "engine/packet/parse.hh"
 
@@ -34,15 +35,8 @@ using namespace sluice::server_names;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace sluice::test::bytes;
 
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes &p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-Bytes be16(size_t v) { return {uint8_t(v >> 8), uint8_t(v)}; }
-Bytes be24(size_t v) { return {uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)}; }
 Bytes text(const std::string &s) { return Bytes(s.begin(), s.end()); }
 Bytes hex(const std::string &h) {
   Bytes out;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bytes_fixture.hh"
 #include "elements/plugins/tunnel_headers.hh"
 #include "engine/packet/parse.hh"
 
@@ -28,17 +29,8 @@ using namespace sluice_plugins;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using namespace sluice::test::bytes;
 using Addr = std::array<uint8_t, 16>;
-
-Bytes cat(std::initializer_list<Bytes> parts) {
-  Bytes out;
-  for (const Bytes &p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-Bytes be16(uint16_t v) { return {uint8_t(v >> 8), uint8_t(v)}; }
-Bytes be32(uint32_t v) { return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)}; }
-Bytes zeros(size_t n) { return Bytes(n, 0); }
 
 Addr v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) { return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d}; }
 Addr v6(uint16_t first, uint16_t last) {  // first::last

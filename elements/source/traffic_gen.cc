@@ -60,7 +60,16 @@ const ElementSpec &traffic_gen_spec() {
                    .describe("Seed of the pseudo-random generator: the same seed gives the same trace."))
           .arg(ArgSpec::any_rate("rate")
                    .describe("Replay pace in bits or packets per second, e.g. `10Gbps` or `14.88Mpps`. When "
-                             "absent the replay is unpaced: as fast as the pipeline takes packets."))
+                             "absent the replay is unpaced: as fast as the pipeline takes packets. A paced "
+                             "replay stands for a live port: a full ring drops, and flows also expire by "
+                             "wall-clock time."))
+          .arg(ArgSpec::boolean("lossless")
+                   .def("false")
+                   .describe("With `rate`: the replay stays a trace that is merely paced. A full ring holds it "
+                             "back instead of dropping and only packet times count, so the records are those "
+                             "of an unpaced replay. Gives traffic that lasts a known wall-clock time, e.g. to "
+                             "reload a probe under traffic and compare its records with a run without "
+                             "reloads."))
           .arg(ArgSpec::count("queues").counts_lanes()
                    .def("1")
                    .range(1, 128)
@@ -126,10 +135,12 @@ class TrafficGenRuntime final : public SourceElement {
       const Value &r = arg("rate");
       (r.rate_unit == RateUnit::Packets ? rate_pps_ : rate_bps_) = r.real;
     }
+    lossless_ = arg("lossless").integer != 0;
     lane_index_ = unsigned(c.graph().lanes[lane()].queue);
   }
 
-  bool live() const override { return rate_pps_ > 0 || rate_bps_ > 0; }
+  bool paced() const { return rate_pps_ > 0 || rate_bps_ > 0; }
+  bool live() const override { return paced() && !lossless_; }
   bool has_capture_time() const override { return true; }
   const GeneratedTraffic &traffic() const { return *traffic_; }
 
@@ -153,7 +164,7 @@ class TrafficGenRuntime final : public SourceElement {
   PollStatus poll(PacketBatch &batch) override {
     if (next_ >= lane_->size() || ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
     size_t n = std::min<size_t>(burst_, lane_->size() - next_);
-    if (live()) {  // paced: no more than the rate allows since the start
+    if (paced()) {  // no more than the rate allows since the start
       if (start_ns_ == 0) start_ns_ = wall_ns();
       double elapsed = double(wall_ns() - start_ns_) * 1e-9;
       if (rate_pps_ > 0) {
@@ -203,6 +214,7 @@ class TrafficGenRuntime final : public SourceElement {
  private:
   TrafficConfig cfg_;
   double rate_pps_ = 0, rate_bps_ = 0;
+  bool lossless_ = false;
   unsigned lane_index_ = 0, burst_ = 32;
   std::shared_ptr<GeneratedTraffic> traffic_;
   const GeneratedLane *lane_ = nullptr;

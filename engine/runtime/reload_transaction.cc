@@ -39,6 +39,16 @@ std::vector<std::vector<int>> upstream_first(const LaneGraph &lg) {
 
 ReloadOutcome Runtime::reload(std::shared_ptr<const CompiledPipe> next, bool dry_run) {
   std::lock_guard one_at_a_time(reload_mutex_);
+  if (!dry_run) {
+    // Segments that have not started cannot be stopped: wait for run().
+    std::unique_lock lock(started_mutex_);
+    if (!started_cv_.wait_for(lock, std::chrono::seconds(60), [this] { return started_; })) {
+      ReloadOutcome refused;
+      refused.error = "reload refused: the running graph has not started (run() was not called)";
+      record_reload(false, {});
+      return refused;
+    }
+  }
   programs_.wait();  // a background compilation holds segments this reload may retire
   ReloadTransaction tx(*this, std::move(next));
   if (!tx.plan(dry_run) || dry_run) return tx.outcome();

@@ -227,6 +227,11 @@ void Runtime::run() {
     std::unique_lock structure(structure_mutex_);
     for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   }
+  {
+    std::lock_guard lock(started_mutex_);
+    started_ = true;
+  }
+  started_cv_.notify_all();
   if (on_started_) on_started_();
 
   StatusLine status(*this);

@@ -11,6 +11,7 @@
 //                     their counters kept
 //   run_report        the summary, its JSON, the accounting
 #pragma once
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,12 @@ class Runtime {
   ReloadStats reload_stats_;
   std::mutex reload_mutex_;
   mutable std::shared_mutex structure_mutex_;
+  // Set by run() once the segments have started: a reload that comes
+  // before (a thread calling reload() right after starting run()) waits
+  // for it, since it can only stop segments that run.
+  std::mutex started_mutex_;
+  std::condition_variable started_cv_;
+  bool started_ = false;
 };
 
 }  // namespace sluice

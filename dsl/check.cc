@@ -128,23 +128,6 @@ void check_packet_time(const ElementGraph &g, Diagnostics &diags) {
 
 }  // namespace
 
-int untimed_source(const ElementGraph &g, int to, const std::function<bool(int element)> &gives_time) {
-  std::vector<std::vector<int>> from(g.elements.size());
-  for (const Connection &c : g.connections) from[c.to].push_back(c.from);
-  // breadth first, upstream, not past an element that gives a time
-  std::vector<bool> seen(g.elements.size());
-  std::vector<int> queue{to};
-  seen[to] = true;
-  for (size_t i = 0; i < queue.size(); ++i) {
-    int e = queue[i];
-    if (e != to && gives_time(e)) continue;
-    if (g.elements[e].spec->is_source()) return e;
-    for (int f : from[e])
-      if (!seen[f]) seen[f] = true, queue.push_back(f);
-  }
-  return -1;
-}
-
 void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok) {
   check_ports(g, diags, incomplete, syntax_ok);
   check_cycles(g, diags);

@@ -4,8 +4,8 @@
 #include <set>
 
 #include "dsl/ast.hh"
-#include "dsl/diagnostics.hh"
-#include "engine/graph.hh"
+#include "engine/base/diagnostics.hh"
+#include "engine/core/graph.hh"
 
 namespace sluice {
 
@@ -15,12 +15,6 @@ namespace sluice {
 // an error already reported: their unconnected ports are not reported again.
 // After a syntax error (statements dropped) no unconnected port is reported.
 void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok);
-
-// A source whose packets reach element `to` without passing an element that
-// gives them a time (gives_time(e): a Timestamp, a source of capture times);
-// -1 when there is none. The check uses what the arguments tell; the
-// runtime, what the opened sources say.
-int untimed_source(const ElementGraph &g, int to, const std::function<bool(int element)> &gives_time);
 
 // `$queue` (and "${queue}" inside strings) replaced by the lane's queue number.
 ast::Literal bind_queue(const ast::Literal &lit, int queue);

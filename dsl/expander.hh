@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "dsl/ast.hh"
-#include "dsl/diagnostics.hh"
+#include "engine/base/diagnostics.hh"
 #include "dsl/frontend.hh"
 #include "dsl/literals.hh"
-#include "dsl/source.hh"
-#include "engine/graph.hh"
+#include "engine/base/source.hh"
+#include "engine/core/graph.hh"
 
 namespace sluice::expansion {
 

@@ -5,8 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/diagnostics.hh"
-#include "engine/graph.hh"
+#include "engine/base/diagnostics.hh"
+#include "engine/core/graph.hh"
 
 namespace sluice {
 

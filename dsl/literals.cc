@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "dsl/diagnostics.hh"
+#include "engine/base/diagnostics.hh"
 #include "dsl/lexer.hh"
 
 namespace sluice {

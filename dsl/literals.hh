@@ -7,7 +7,7 @@
 #include <string>
 
 #include "dsl/ast.hh"
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 namespace sluice {
 

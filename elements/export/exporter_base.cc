@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "elements/units.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/run_context.hh"
 
 namespace sluice::elements {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 #include "engine/export/collector_link.hh"
 #include "engine/export/flow_encoder.hh"
 #include "engine/runtime/element_runtime.hh"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/record_file.hh"
 #include "engine/runtime/run_context.hh"

@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "dsl/check.hh"
 #include "dsl/literals.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/run_context.hh"
 
 #include "elements/units.hh"

@@ -4,7 +4,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 #include "engine/flow/flow_cache.hh"
 #include "engine/flow/flow_clock.hh"
 #include "engine/runtime/element_runtime.hh"

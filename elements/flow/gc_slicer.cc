@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "elements/flow/flow_table.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/run_context.hh"
 
 #include "elements/units.hh"

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/runtime/tsc_clock.hh"

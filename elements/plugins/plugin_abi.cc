@@ -1,4 +1,4 @@
 // The ABI this library was built for: sluice refuses a plugin of another.
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 extern "C" int sluice_plugin_abi() { return sluice::kPluginAbi; }

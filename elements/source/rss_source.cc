@@ -4,7 +4,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "engine/graph.hh"
+#include "engine/core/graph.hh"
 #include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/element_runtime.hh"

@@ -4,7 +4,7 @@
 
 #include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/traffic/traffic_model.hh"

@@ -18,7 +18,7 @@
 #pragma once
 #include <string>
 
-#include "engine/json_text.hh"
+#include "engine/base/json_text.hh"
 #include <vector>
 
 namespace sluice {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "dsl/diagnostics.hh"
+#include "engine/base/diagnostics.hh"
 #include "engine/control/control_socket.hh"
-#include "engine/plan_format.hh"
+#include "engine/placement/plan_format.hh"
 
 namespace sluice {
 

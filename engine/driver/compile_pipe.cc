@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "dsl/frontend.hh"
-#include "engine/lanes.hh"
+#include "engine/driver/lanes.hh"
 
 namespace sluice {
 

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "dsl/diagnostics.hh"
-#include "dsl/source.hh"
-#include "engine/graph.hh"
+#include "engine/base/diagnostics.hh"
+#include "engine/base/source.hh"
+#include "engine/core/graph.hh"
 #include "engine/placement/host_profile.hh"
 #include "engine/placement/placement.hh"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 
 namespace sluice {
 

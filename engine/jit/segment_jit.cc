@@ -22,7 +22,7 @@
 
 #include "engine/jit/bitcode_index.hh"
 #include "engine/jit/bitcode_linker.hh"
-#include "engine/jit/bpf_jit.hh"
+#include "engine/packet/bpf_jit.hh"
 #include "engine/jit/element_bitcode.hh"
 #include "engine/jit/jit_common.hh"
 #include "engine/jit/jit_pipeline.hh"

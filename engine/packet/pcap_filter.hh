@@ -15,7 +15,7 @@ struct bpf_insn;  // <pcap/bpf.h>
 
 namespace sluice {
 
-class BpfJit;  // engine/jit/bpf_jit.hh: the packet library does not depend on the JIT's header
+class BpfJit;  // engine/packet/bpf_jit.hh: the packet library does not depend on the JIT's header
 
 // A compiled expression; movable, not copyable; owns its BPF program.
 class PcapFilter {

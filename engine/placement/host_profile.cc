@@ -10,7 +10,7 @@
 #include <set>
 
 #include "dsl/literals.hh"
-#include "dsl/source.hh"
+#include "engine/base/source.hh"
 
 namespace sluice {
 

@@ -75,7 +75,7 @@ std::string default_host_profile_path();
 inline constexpr size_t kMaxHostProfileBytes = 1u << 20;
 
 // Reads a profile file. When this process runs as root, a file that other
-// users could have written is refused (untrusted_as_root in dsl/source.hh):
+// users could have written is refused (untrusted_as_root in engine/base/source.hh):
 // its EAL options can load code.
 bool load_host_profile(const std::string &path, const HostEnvironment &env, HostProfile &out, std::string *error);
 // The same from text; `label` stands for the file name in messages.

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/graph.hh"
+#include "engine/core/graph.hh"
 #include "engine/placement/host_profile.hh"
 
 namespace sluice {

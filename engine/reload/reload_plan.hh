@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "dsl/diagnostics.hh"
-#include "engine/graph.hh"
+#include "engine/base/diagnostics.hh"
+#include "engine/core/graph.hh"
 
 namespace sluice {
 

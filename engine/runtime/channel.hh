@@ -9,7 +9,7 @@
 #include <atomic>
 #include <string>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 #include "engine/runtime/doorbell.hh"
 #include "engine/runtime/counters.hh"
 #include "engine/runtime/element_runtime.hh"

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/graph.hh"
+#include "engine/core/graph.hh"
 #include "engine/runtime/counters.hh"
 #include "engine/runtime/packet.hh"
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 
 namespace sluice {
 

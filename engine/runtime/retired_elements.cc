@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "engine/driver/compile_pipe.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 
 namespace sluice {
 

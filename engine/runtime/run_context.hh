@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/flow/flow_extension.hh"
-#include "engine/graph.hh"
+#include "engine/core/graph.hh"
 #include "engine/placement/placement.hh"
 
 struct rte_mempool;

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "engine/json_text.hh"
+#include "engine/base/json_text.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/runtime.hh"
 

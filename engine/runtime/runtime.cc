@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/graph_builder.hh"
 #include "engine/runtime/run_report.hh"

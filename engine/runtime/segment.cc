@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/run_context.hh"
 

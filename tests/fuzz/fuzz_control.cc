@@ -17,7 +17,7 @@
 #include "engine/control/control_socket.hh"
 #include "engine/control/probe_control.hh"
 #include "engine/control/probe_lock.hh"
-#include "engine/lanes.hh"
+#include "engine/driver/lanes.hh"
 #include "engine/runtime/runtime.hh"
 
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "dsl/frontend.hh"
-#include "engine/element_spec.hh"
-#include "engine/lanes.hh"
+#include "engine/core/element_spec.hh"
+#include "engine/driver/lanes.hh"
 #include "engine/packet/pcap_filter.hh"
 
 namespace {

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "dsl/frontend.hh"
-#include "engine/lanes.hh"
+#include "engine/driver/lanes.hh"
 #include "engine/placement/host_profile.hh"
 #include "engine/placement/placement.hh"
-#include "engine/plan_format.hh"
+#include "engine/placement/plan_format.hh"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "engine/driver/compile_pipe.hh"
 #include "engine/packet/pcap_filter.hh"
-#include "engine/plan_format.hh"
+#include "engine/placement/plan_format.hh"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   using namespace sluice;

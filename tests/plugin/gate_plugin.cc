@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // A plugin whose element runs: built as jit_plugin.so with its bitcode
 // beside it, jit_plugin.so.bc (tests/CMakeLists.txt shows how), so that
 // fused loops take it in like the library's own elements (docs/jit.md).
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace {

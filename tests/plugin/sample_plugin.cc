@@ -1,6 +1,6 @@
 // A plugin for the `require "x.so"` tests: one element class, registered
 // into the running sluice's registry when the shared object is loaded.
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 #include "run_fixture.hh"
 
 using namespace sluice::test;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "dsl/literals.hh"
-#include "engine/element_docs.hh"
+#include "engine/core/element_docs.hh"
 #include "graph_fixture.hh"
 
 using namespace sluice;

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "engine/export/ipfix_encoder.hh"
-#include "engine/runtime/clock.hh"
+#include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
 #include "engine/traffic/traffic_model.hh"
@@ -86,10 +86,10 @@ std::vector<Line> expected_lines(const TrafficFlow &f) {
   std::string s = addr_text(f.src_addr, f.is_ipv6), d = addr_text(f.dst_addr, f.is_ipv6);
   std::vector<Line> out;
   out.push_back({f.fwd.first_ns / 1000000, f.fwd.last_ns / 1000000, f.proto, s, f.src_port, d, f.dst_port, f.fwd.packets,
-                 f.fwd.bytes, f.fwd.tcp_flags, reason, f.vlan, 0});
+                 f.fwd.bytes, f.fwd.tcp_flags, reason, f.vlan, 0, {}});
   if (f.rev.packets)
     out.push_back({f.rev.first_ns / 1000000, f.rev.last_ns / 1000000, f.proto, d, f.dst_port, s, f.src_port,
-                   f.rev.packets, f.rev.bytes, f.rev.tcp_flags, reason, f.vlan, 0});
+                   f.rev.packets, f.rev.bytes, f.rev.tcp_flags, reason, f.vlan, 0, {}});
   return out;
 }
 

@@ -12,7 +12,7 @@
 #include "dsl/frontend.hh"
 #include "engine/control/probe_control.hh"
 #include "engine/jit/segment_jit.hh"
-#include "engine/lanes.hh"
+#include "engine/driver/lanes.hh"
 #include "engine/runtime/runtime.hh"
 #include "graph_fixture.hh"
 #include "run_fixture.hh"

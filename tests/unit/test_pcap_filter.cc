@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bytes_fixture.hh"
-#include "engine/jit/bpf_jit.hh"
+#include "engine/packet/bpf_jit.hh"
 #include "engine/packet/pcap_filter.hh"
 
 using namespace sluice;

@@ -14,8 +14,20 @@ endforeach()
 set(entries "")
 set(i 0)
 foreach(f IN LISTS FILES)
-  # the object's name below the build tree: .../sluice_element_bitcode.dir/elements/packet/filter.cc.o
+  # the object's name below the target's build folder, e.g.
+  # .../sluice_element_bitcode.dir/packet/filter.cc.o for elements/packet/filter.cc
+  # (SOURCE_DIR, the target's folder below the source root, is elements),
+  # or .../__/engine/flow/flow_cache.cc.o for a source outside it ("__" for "..")
   string(REGEX REPLACE ".*\\.dir/(.*)\\.o$" "\\1" src "${f}")
+  string(REGEX REPLACE "^(\\./)+" "" src "${src}")
+  set(dir "${SOURCE_DIR}")
+  while(src MATCHES "^__/")
+    string(SUBSTRING "${src}" 3 -1 src)
+    get_filename_component(dir "${dir}" DIRECTORY)
+  endwhile()
+  if(dir)
+    set(src "${dir}/${src}")
+  endif()
   string(APPEND entries "    {\"${src}\", sluice_bc_${i}, sluice_bc_${i}_end},\n")
   math(EXPR i "${i} + 1")
 endforeach()

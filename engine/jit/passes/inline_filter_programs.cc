@@ -4,7 +4,7 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Module.h>
 
-#include "engine/jit/bpf_ir.hh"
+#include "engine/packet/bpf_ir.hh"
 #include "engine/jit/jit_common.hh"
 #include "engine/packet/pcap_filter.hh"
 

@@ -1,7 +1,7 @@
 // InlineFilterPrograms: a call of PcapFilter::matches on a filter at a
 // constant address (a Filter of the segment, once its loads are folded)
 // becomes a call of that filter's BPF program turned into IR
-// (engine/jit/bpf_ir.hh), one function per filter, which the next
+// (engine/packet/bpf_ir.hh), one function per filter, which the next
 // simplifications and O3 inline into the loop: `tcp port 8443` is then an
 // immediate compared with the packet's bytes.
 // LLVM's headers: include only from engine/jit.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dsl/source.hh"
+#include "engine/base/source.hh"
 
 namespace sluice {
 

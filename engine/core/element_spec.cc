@@ -1,4 +1,4 @@
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 #include <utility>
 #include <algorithm>

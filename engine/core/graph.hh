@@ -1,14 +1,15 @@
 // The graph IR. The front end produces an ElementGraph: compounds expanded,
 // classes and arguments resolved, ports checked. Lane replication and
-// segmentation (engine/lanes) turn it into a LaneGraph: one instance of each
+// segmentation (engine/driver/lanes) turn it into a LaneGraph: one instance of each
 // element per lane, shared elements once, split into segments at thread
 // boundaries. Later passes (placement, JIT) work on the LaneGraph.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "dsl/ast.hh"
-#include "engine/element_spec.hh"
+#include "engine/core/literal.hh"
+#include "engine/core/element_spec.hh"
 
 namespace sluice {
 
@@ -92,5 +93,11 @@ struct LaneGraph {
   std::vector<Lane> lanes;
   std::vector<Segment> segments;  // lanes' segments first, then shared ones
 };
+
+// A source whose packets reach element `to` without passing an element that
+// gives them a time (gives_time(e): a Timestamp, a source of capture times);
+// -1 when there is none. The check uses what the arguments tell; the
+// runtime, what the opened sources say.
+int untimed_source(const ElementGraph &g, int to, const std::function<bool(int element)> &gives_time);
 
 }  // namespace sluice

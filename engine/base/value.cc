@@ -1,4 +1,4 @@
-#include "engine/value.hh"
+#include "engine/base/value.hh"
 
 #include <arpa/inet.h>
 

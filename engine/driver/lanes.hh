@@ -3,8 +3,8 @@
 // segmentation (a lane splits into segments at Rings and at merges into
 // shared elements; each segment becomes one thread's loop).
 #pragma once
-#include "dsl/diagnostics.hh"
-#include "engine/graph.hh"
+#include "engine/base/diagnostics.hh"
+#include "engine/core/graph.hh"
 
 namespace sluice {
 

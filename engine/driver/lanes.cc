@@ -1,4 +1,4 @@
-#include "engine/lanes.hh"
+#include "engine/driver/lanes.hh"
 
 #include <algorithm>
 #include <numeric>

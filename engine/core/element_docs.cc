@@ -1,4 +1,4 @@
-#include "engine/element_docs.hh"
+#include "engine/core/element_docs.hh"
 
 #include "engine/flow/flow_extension.hh"
 

@@ -6,7 +6,7 @@
 #include <ostream>
 #include <string>
 
-#include "engine/graph.hh"
+#include "engine/core/graph.hh"
 #include "engine/placement/placement.hh"
 
 namespace sluice {

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/value.hh"
+#include "engine/base/value.hh"
 
 namespace sluice {
 
@@ -130,8 +130,8 @@ enum ElementFlags : unsigned {
   kNeedsTime = 1u << 4,       // meters packets by their time: every path from a source must give one (FlowTable)
 };
 
-struct Element;  // engine/graph.hh
-struct Node;     // engine/graph.hh
+struct Element;  // engine/core/graph.hh
+struct Node;     // engine/core/graph.hh
 
 // What the runtime and the planner need from an element before any instance
 // exists (to size packet memory, start DPDK's EAL, place lanes), judged from

@@ -1,4 +1,4 @@
-#include "dsl/source.hh"
+#include "engine/base/source.hh"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-#include "engine/jit/bpf_jit.hh"
+#include "engine/packet/bpf_jit.hh"
 
-#include "engine/jit/bpf_ir.hh"
+#include "engine/packet/bpf_ir.hh"
 
 #include <pcap/bpf.h>
 

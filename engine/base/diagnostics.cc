@@ -1,4 +1,4 @@
-#include "dsl/diagnostics.hh"
+#include "engine/base/diagnostics.hh"
 
 #include <algorithm>
 #include <set>

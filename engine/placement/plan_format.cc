@@ -1,4 +1,4 @@
-#include "engine/plan_format.hh"
+#include "engine/placement/plan_format.hh"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "engine/json_text.hh"
+#include "engine/base/json_text.hh"
 
 namespace sluice {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <ostream>
 
-#include "engine/element_spec.hh"
+#include "engine/core/element_spec.hh"
 
 namespace sluice {
 

@@ -296,60 +296,10 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   probe.add_commands(control);
   // Hot reload: `sluice ctl reload FILE [--dry-run]`, and SIGHUP for the
   // file the run started with. The new file gets the run's --define values
-  // and is placed on the same host profile. Compiling and placing it take
-  // no lock (a big Filter takes libpcap seconds): only the switch does.
-  ReloadSettings reload_settings{compile_options(args)->defines, host};
-  std::mutex one_reload_at_a_time;  // the front end is not reentrant (a plugin's `require` registers elements)
-  auto reload = [&](const std::string &file, bool dry_run) -> ControlServer::Reply {
-    std::lock_guard one_at_a_time(one_reload_at_a_time);
-    std::string why;
-    std::shared_ptr<CompiledPipe> next = compile_for_reload(reload_settings, file, &why);
-    if (!next) return ControlServer::Reply::error(why + kReloadRefused);
-    ReloadOutcome o;
-    {
-      ProbeLock::Replace lock = probe_lock.replace();
-      o = rt.reload(next, dry_run);
-      if (o.applied) probe.set_config(file);
-    }
-    if (!o.error.empty()) return ControlServer::Reply::error(o.error + kReloadRefused);
-    return ControlServer::Reply::done(reload_answer(o, dry_run));
-  };
-  control.add_command("reload", "reload FILE [--dry-run]",
-                      "check FILE and switch the running graph to it; flows and queued packets are kept",
-                      ControlServer::Access::None, [&](const ControlArgs &a) {
-                        bool dry = a.size() == 2 && a[1] == "--dry-run";
-                        if (a.empty() || a.size() > 2 || (a.size() == 2 && !dry))
-                          return ControlServer::Reply::error("usage: reload FILE [--dry-run]");
-                        return reload(a[0], dry);
-                      });
-  // SIGHUP: the reload runs on a thread of its own, so that the run loop
-  // (status line, --duration, replaced instances) goes on while the file
-  // compiles; one at a time, a SIGHUP meanwhile is taken after it.
-  std::thread sighup_reload;
-  std::atomic<bool> sighup_busy{false};
-  rt.on_tick([&] {
-    if (sighup_busy.load() || !g_reload_requested.exchange(false)) return;
-    if (sighup_reload.joinable()) sighup_reload.join();
-    sighup_busy = true;
-    sighup_reload = std::thread([&] {
-      sd_notify(0, "RELOADING=1\nSTATUS=reloading");  // systemd (Type=notify): `systemctl reload` in progress
-      ControlServer::Reply r = ControlServer::Reply::error("");
-      try {
-        r = reload(args.file, false);
-      } catch (const std::exception &e) {  // nothing a reload meets may end the probe
-        r = ControlServer::Reply::error(std::string(e.what()) + "\n" + kReloadRefused);
-      } catch (...) {
-        r = ControlServer::Reply::error(std::string("unexpected failure\n") + kReloadRefused);
-      }
-      std::string said = "SIGHUP: reload " + args.file + ": " + r.text;
-      while (!said.empty() && said.back() == '\n') said.pop_back();
-      if (r.ok) log::info(said);
-      else log::error(said);
-      std::string status = r.text.substr(0, r.text.find('\n'));
-      sd_notify(0, ("READY=1\nSTATUS=" + std::string(r.ok ? "reloaded: " : "reload refused: ") + status).c_str());
-      sighup_busy = false;
-    });
-  });
+  // and is placed on the same host profile.
+  ProbeReloads reloads(rt, probe_lock, probe, ReloadSettings{compile_options(args)->defines, host}, args.file);
+  reloads.add_command(control);
+  rt.on_tick([&] { reloads.on_tick(g_reload_requested); });
   // The control and metrics threads do housekeeping: they start on the
   // plan's housekeeping cpu (threads inherit their creator's cpus).
   std::optional<ThreadOnCpu> housekeeping(std::in_place, placement.housekeeping_cpu);
@@ -380,7 +330,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   sd_notify(0, ("READY=1\nSTATUS=running " + args.file).c_str());
   rt.run();
   sd_notify(0, "STOPPING=1\nSTATUS=stopping: draining and exporting the last records");
-  if (sighup_reload.joinable()) sighup_reload.join();
+  reloads.finish();
   metrics.stop();
   control.stop();
   g_running = nullptr;
@@ -418,108 +368,162 @@ int emit_ir(std::shared_ptr<const CompiledPipe> pipe, const JitChoice &jit) {
   return kExitClean;
 }
 
-}  // namespace
+// The subcommands: each declares its options and runs.
 
-int main(int argc, char **argv) {
-  CLI::App app{"Sluice: a declarative packet-pipeline engine and flow probe", "sluice"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
-  app.footer("Run `sluice COMMAND --help` for the options of a command. Docs: docs/language.md, docs/elements.md");
+struct CheckCommand {
+  ConfigArgs args;
+  CLI::App *cmd = nullptr;
 
-  ConfigArgs check_args;
-  auto *check = app.add_subcommand("check", "parse, expand and check a configuration; errors as file:line:column");
-  check_args.add_to(check);
-
-  ConfigArgs plan_args;
-  std::string plan_format = "text", plan_host;
-  auto *plan = app.add_subcommand(
-      "plan", "print the checked graph placed on a host: lanes, segments, the node and cpu of each, and why");
-  plan_args.add_to(plan);
-  plan->add_option("--format", plan_format, "text, dot, svg (Graphviz) or json")
-      ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
-  plan->add_option("--host", plan_host, "host profile (YAML) to place on; default configs/laptop.yaml")
-      ->type_name("PROFILE.yaml");
-  bool plan_ir = false;
-  JitChoice plan_jit;
-  plan->add_flag("--emit-ir", plan_ir,
-                 "set the graph up as `run` would and print the optimized LLVM IR of every segment's fused loop");
-  std::string pass_list;
-  for (const std::string &p : jit_pass_names()) pass_list += (pass_list.empty() ? "" : ", ") + p;
-  plan->add_option("--emit-ir-after", plan_jit.print_after,
-                   "as --emit-ir, but print each segment's module after each run of PASS of the JIT (" + pass_list +
-                       "), or of every pass (all), with what the pass did")
-      ->type_name("PASS");
-  plan->add_option("--jit-cpu", plan_jit.cpu, "with --emit-ir: the code generation target (as for run)")
-      ->type_name("NAME");
-
-  ConfigArgs run_args;
-  std::string run_host, run_duration, run_stats;
-  RunOutput run_output;
-  std::string run_log_level = "info";
-  auto *run = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
-  run_args.add_to(run);
-  run->add_option("--host", run_host, "host profile (YAML); default configs/laptop.yaml")->type_name("PROFILE.yaml");
-  run->add_option("--duration", run_duration, "stop after this long (e.g. 30s, 5min); default: end of input or Ctrl-C")
-      ->type_name("T");
-  run->add_flag("-q,--quiet", run_output.quiet, "print nothing while running but errors: no status line, no start messages");
-  run->add_flag("--status", run_output.status,
-                "print the status line once a second also when stderr is not a terminal (by default only on one)");
-  run->add_option("--log-level", run_log_level, "the least level of message the probe logs: debug, info (the default), "
-                  "warning or error; with a time on each line when stderr is not a terminal, to the journal under systemd")
-      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
-  run->add_option("--stats-json", run_stats, "also write the run summary as JSON to this file")->type_name("FILE");
-  ProbeAccess run_access;
-  run->add_option("--control", run_access.control,
-                  "control socket for `sluice ctl`; default $XDG_RUNTIME_DIR/sluice/PID.sock, else /run/sluice/PID.sock for "
-                  "root and /tmp/sluice-UID/PID.sock for other users")
-      ->type_name("PATH");
-  run->add_option("--metrics", run_access.metrics,
-                  "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1, PORT 0 picks one")
-      ->type_name("[ADDR:]PORT");
-  JitChoice run_jit;
-  bool no_jit = false;
-  run->add_flag("--jit", run_jit.enabled,
-                "fuse every segment's loop with LLVM ORC before the run starts (the default); an element that "
-                "cannot be compiled is an error");
-  run->add_flag("--no-jit", no_jit, "run every segment through the interpreter instead");
-  run->footer("Exit status: 0 every packet and flow record accounted for and nothing lost; 1 a configuration or "
-              "device error, or accounting that does not balance; 2 a usage error; 3 the run completed but lost "
-              "data: flow records lost (a collector away, a full export queue, a failed write) or a failed write "
-              "of a FlowLog or PcapSink. Packet drops (filtered, not sampled, a full ring) do not change the status: "
-              "the summary counts them by reason.");
-  run->add_option("--jit-cpu", run_jit.cpu,
-                  "the JIT's code generation target: an LLVM CPU name (x86-64-v3, znver3, ...) or `host`; "
-                  "default x86-64-v3 where the machine has it, which measured faster here than `host`")
-      ->type_name("NAME");
-
-  std::string ctl_socket;
-  auto *ctl = app.add_subcommand("ctl", "talk to a running probe: COMMAND is stats [--json], read ELEMENT.HANDLER, "
-                                        "write ELEMENT.HANDLER VALUE, handlers [ELEMENT], flows [--top N], plan, help");
-  ctl->add_option("--socket", ctl_socket, "the probe's control socket; default: the one probe of this user that runs")
-      ->type_name("PATH");
-  ctl->prefix_command();  // COMMAND and its arguments, options included, go to the probe as they are
-  ctl->footer("Docs: docs/control.md");
-
-  std::string element_name;
-  bool markdown = false;
-  auto *elements = app.add_subcommand("elements", "list the element library, or describe one element");
-  elements->add_option("name", element_name, "the element to describe");
-  elements->add_flag("--markdown", markdown, "print the whole reference as Markdown (docs/elements.md)");
-  std::vector<std::string> element_plugins;
-  elements->add_option("--require", element_plugins,
-                       "load a plugin's elements (PATH.so) first, checked as `require` in a .pipe file checks it")
-      ->type_name("PLUGIN.so")
-      ->allow_extra_args(false);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    int rc = app.exit(e);
-    return rc == 0 ? kExitClean : kExitUsage;
+  void add_to(CLI::App &app) {
+    cmd = app.add_subcommand("check", "parse, expand and check a configuration; errors as file:line:column");
+    args.add_to(cmd);
   }
+  int execute() {
+    int rc = kExitClean;
+    std::shared_ptr<CompiledPipe> pipe = compile(args, &rc);
+    if (pipe) {
+      const LaneGraph &lanes = pipe->lanes;
+      std::cout << args.file << ": ok (" << pipe->graph.elements.size() << " elements, " << lanes.lanes.size()
+                << " lane" << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segment"
+                << (lanes.segments.size() == 1 ? "" : "s") << ")\n";
+    }
+    return rc;
+  }
+};
 
-  if (*elements) {
-    for (const std::string &plugin : element_plugins) {
+struct PlanCommand {
+  ConfigArgs args;
+  std::string format = "text", host;
+  bool emit_ir = false;
+  JitChoice jit;
+  CLI::App *cmd = nullptr;
+
+  void add_to(CLI::App &app) {
+    cmd = app.add_subcommand(
+        "plan", "print the checked graph placed on a host: lanes, segments, the node and cpu of each, and why");
+    args.add_to(cmd);
+    cmd->add_option("--format", format, "text, dot, svg (Graphviz) or json")
+        ->check(CLI::IsMember({"text", "dot", "svg", "json"}));
+    cmd->add_option("--host", host, "host profile (YAML) to place on; default configs/laptop.yaml")
+        ->type_name("PROFILE.yaml");
+    cmd->add_flag("--emit-ir", emit_ir,
+                  "set the graph up as `run` would and print the optimized LLVM IR of every segment's fused loop");
+    std::string pass_list;
+    for (const std::string &p : jit_pass_names()) pass_list += (pass_list.empty() ? "" : ", ") + p;
+    cmd->add_option("--emit-ir-after", jit.print_after,
+                    "as --emit-ir, but print each segment's module after each run of PASS of the JIT (" + pass_list +
+                        "), or of every pass (all), with what the pass did")
+        ->type_name("PASS");
+    cmd->add_option("--jit-cpu", jit.cpu, "with --emit-ir: the code generation target (as for run)")
+        ->type_name("NAME");
+  }
+  int execute() {
+    int rc = kExitClean;
+    std::shared_ptr<CompiledPipe> pipe = compile(args, &rc);
+    if (!pipe) return rc;
+    if (rc = place(*pipe, host); rc != kExitClean) return rc;
+    const LaneGraph &lanes = pipe->lanes;
+    const Placement &placement = *pipe->placement;
+    if (emit_ir || !jit.print_after.empty()) return ::emit_ir(pipe, jit);
+    if (format == "svg") return print_svg(args.file, lanes, placement);
+    if (format == "dot") print_plan_dot(std::cout, args.file, lanes, &placement);
+    else if (format == "json") print_plan_json(std::cout, args.file, lanes, placement);
+    else print_plan_text(std::cout, args.file, lanes, &placement);
+    return kExitClean;
+  }
+};
+
+struct RunCommand {
+  ConfigArgs args;
+  std::string host, duration, stats_json, log_level = "info";
+  RunOutput output;
+  ProbeAccess access;
+  JitChoice jit;
+  bool no_jit = false;
+  CLI::App *cmd = nullptr;
+
+  void add_to(CLI::App &app) {
+    cmd = app.add_subcommand("run", "run a configuration on DPDK: live status, then a summary of every packet");
+    args.add_to(cmd);
+    cmd->add_option("--host", host, "host profile (YAML); default configs/laptop.yaml")->type_name("PROFILE.yaml");
+    cmd->add_option("--duration", duration, "stop after this long (e.g. 30s, 5min); default: end of input or Ctrl-C")
+        ->type_name("T");
+    cmd->add_flag("-q,--quiet", output.quiet,
+                  "print nothing while running but errors: no status line, no start messages");
+    cmd->add_flag("--status", output.status,
+                  "print the status line once a second also when stderr is not a terminal (by default only on one)");
+    cmd->add_option("--log-level", log_level,
+                    "the least level of message the probe logs: debug, info (the default), warning or error; with a "
+                    "time on each line when stderr is not a terminal, to the journal under systemd")
+        ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+    cmd->add_option("--stats-json", stats_json, "also write the run summary as JSON to this file")->type_name("FILE");
+    cmd->add_option("--control", access.control,
+                    "control socket for `sluice ctl`; default $XDG_RUNTIME_DIR/sluice/PID.sock, else "
+                    "/run/sluice/PID.sock for root and /tmp/sluice-UID/PID.sock for other users")
+        ->type_name("PATH");
+    cmd->add_option("--metrics", access.metrics,
+                    "serve Prometheus metrics at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1, PORT 0 picks "
+                    "one")
+        ->type_name("[ADDR:]PORT");
+    cmd->add_flag("--jit", jit.enabled,
+                  "fuse every segment's loop with LLVM ORC before the run starts (the default); an element that "
+                  "cannot be compiled is an error");
+    cmd->add_flag("--no-jit", no_jit, "run every segment through the interpreter instead");
+    cmd->footer("Exit status: 0 every packet and flow record accounted for and nothing lost; 1 a configuration or "
+                "device error, or accounting that does not balance; 2 a usage error; 3 the run completed but lost "
+                "data: flow records lost (a collector away, a full export queue, a failed write) or a failed write "
+                "of a FlowLog or PcapSink. Packet drops (filtered, not sampled, a full ring) do not change the "
+                "status: the summary counts them by reason.");
+    cmd->add_option("--jit-cpu", jit.cpu,
+                    "the JIT's code generation target: an LLVM CPU name (x86-64-v3, znver3, ...) or `host`; "
+                    "default x86-64-v3 where the machine has it, which measured faster here than `host`")
+        ->type_name("NAME");
+  }
+  int execute() {
+    if (no_jit && cmd->count("--jit")) {
+      std::cerr << "sluice run: --jit and --no-jit exclude each other\n";
+      return kExitUsage;
+    }
+    jit.enabled = !no_jit;
+    log::Level level = log::Level::Info;
+    log::parse_level(log_level, &level);
+    log::setup(level);
+    return run_config(args, host, duration, output, stats_json, access, jit);
+  }
+};
+
+struct CtlCommand {
+  std::string socket;
+  CLI::App *cmd = nullptr;
+
+  void add_to(CLI::App &app) {
+    cmd = app.add_subcommand("ctl", "talk to a running probe: COMMAND is stats [--json], read ELEMENT.HANDLER, "
+                                    "write ELEMENT.HANDLER VALUE, handlers [ELEMENT], flows [--top N], plan, help");
+    cmd->add_option("--socket", socket, "the probe's control socket; default: the one probe of this user that runs")
+        ->type_name("PATH");
+    cmd->prefix_command();  // COMMAND and its arguments, options included, go to the probe as they are
+    cmd->footer("Docs: docs/control.md");
+  }
+  int execute() { return control_client(socket, cmd->remaining()); }
+};
+
+struct ElementsCommand {
+  std::string name;
+  bool markdown = false;
+  std::vector<std::string> plugins;
+  CLI::App *cmd = nullptr;
+
+  void add_to(CLI::App &app) {
+    cmd = app.add_subcommand("elements", "list the element library, or describe one element");
+    cmd->add_option("name", name, "the element to describe");
+    cmd->add_flag("--markdown", markdown, "print the whole reference as Markdown (docs/elements.md)");
+    cmd->add_option("--require", plugins,
+                    "load a plugin's elements (PATH.so) first, checked as `require` in a .pipe file checks it")
+        ->type_name("PLUGIN.so")
+        ->allow_extra_args(false);
+  }
+  int execute() {
+    for (const std::string &plugin : plugins) {
       // the loader of .pipe files, so that the same checks apply
       std::string path = std::filesystem::absolute(plugin).string(), quoted;
       for (char c : path) quoted += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
@@ -533,57 +537,49 @@ int main(int argc, char **argv) {
       write_elements_markdown(std::cout);
       return kExitClean;
     }
-    if (element_name.empty()) {
+    if (name.empty()) {
       print_element_list(std::cout);
       return kExitClean;
     }
-    const ElementSpec *spec = ElementRegistry::global().find(element_name);
+    const ElementSpec *spec = ElementRegistry::global().find(name);
     if (!spec) {
-      std::string m = closest_match(element_name, ElementRegistry::global().names());
-      std::cerr << "sluice: no element named '" << element_name << "'"
-                << (m.empty() ? "" : "; did you mean '" + m + "'?") << "\n";
+      std::string m = closest_match(name, ElementRegistry::global().names());
+      std::cerr << "sluice: no element named '" << name << "'" << (m.empty() ? "" : "; did you mean '" + m + "'?")
+                << "\n";
       return kExitUsage;
     }
     print_element_help(std::cout, *spec);
     return kExitClean;
   }
+};
 
-  if (*run) {
-    if (no_jit && run->count("--jit")) {
-      std::cerr << "sluice run: --jit and --no-jit exclude each other\n";
-      return kExitUsage;
-    }
-    run_jit.enabled = !no_jit;
-    log::Level level = log::Level::Info;
-    log::parse_level(run_log_level, &level);
-    log::setup(level);
-    return run_config(run_args, run_host, run_duration, run_output, run_stats, run_access, run_jit);
-  }
-  if (*ctl) return control_client(ctl_socket, ctl->remaining());
+}  // namespace
 
-  int rc = kExitClean;
-  if (*check) {
-    std::shared_ptr<CompiledPipe> pipe = compile(check_args, &rc);
-    if (pipe) {
-      const LaneGraph &lanes = pipe->lanes;
-      std::cout << check_args.file << ": ok (" << pipe->graph.elements.size() << " elements, " << lanes.lanes.size()
-                << " lane" << (lanes.lanes.size() == 1 ? "" : "s") << ", " << lanes.segments.size() << " segment"
-                << (lanes.segments.size() == 1 ? "" : "s") << ")\n";
-    }
-    return rc;
+int main(int argc, char **argv) {
+  CLI::App app{"Sluice: a declarative packet-pipeline engine and flow probe", "sluice"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("sluice ") + SLUICE_VERSION);
+  app.footer("Run `sluice COMMAND --help` for the options of a command. Docs: docs/language.md, docs/elements.md");
+  CheckCommand check;
+  PlanCommand plan;
+  RunCommand run;
+  CtlCommand ctl;
+  ElementsCommand elements;
+  check.add_to(app);
+  plan.add_to(app);
+  run.add_to(app);
+  ctl.add_to(app);
+  elements.add_to(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitClean : kExitUsage;
   }
-  if (*plan) {
-    std::shared_ptr<CompiledPipe> pipe = compile(plan_args, &rc);
-    if (!pipe) return rc;
-    if (rc = place(*pipe, plan_host); rc != kExitClean) return rc;
-    const LaneGraph &lanes = pipe->lanes;
-    const Placement &placement = *pipe->placement;
-    if (plan_ir || !plan_jit.print_after.empty()) return emit_ir(pipe, plan_jit);
-    if (plan_format == "svg") return print_svg(plan_args.file, lanes, placement);
-    if (plan_format == "dot") print_plan_dot(std::cout, plan_args.file, lanes, &placement);
-    else if (plan_format == "json") print_plan_json(std::cout, plan_args.file, lanes, placement);
-    else print_plan_text(std::cout, plan_args.file, lanes, &placement);
-    return kExitClean;
-  }
+  if (*elements.cmd) return elements.execute();
+  if (*run.cmd) return run.execute();
+  if (*ctl.cmd) return ctl.execute();
+  if (*check.cmd) return check.execute();
+  if (*plan.cmd) return plan.execute();
   return kExitUsage;
 }

@@ -107,106 +107,128 @@ RuntimeElement *Runtime::find(const std::string &name) const {
   return nullptr;
 }
 
+namespace {
+
+// Every class must be able to run.
+void check_runnable(const LaneGraph &lg) {
+  for (const Node &n : lg.nodes)
+    if (!RuntimeRegistry::global().find(n.spec->name))
+      throw std::runtime_error("element '" + n.name + "' (" + n.spec->name +
+                               ") has no run-time implementation yet; it can be checked and planned, not run");
+}
+
+// Packet buffers per lane: its rings and some slack.
+std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg) {
+  std::vector<unsigned> mbufs(lg.lanes.size(), kLaneMbufSlack);
+  for (const Edge &ed : lg.edges) {
+    const Node &from = lg.nodes[ed.from];
+    if (!ed.crosses_segments || from.lane < 0) continue;
+    unsigned cap = kMergeCapacity;
+    if (from.spec->is_thread_boundary() && from.spec->needs.channel_capacity)
+      cap = from.spec->needs.channel_capacity(from);
+    mbufs[from.lane] += cap;
+  }
+  for (const Node &n : lg.nodes)
+    if (n.spec->needs.lane_mbufs && n.lane >= 0) mbufs[n.lane] += n.spec->needs.lane_mbufs(n);
+  return mbufs;
+}
+
+// A plan made for another machine, or for cpus this process may not use
+// (taskset, cgroups), cannot be applied here.
+void check_plan_cpus(const Placement *plan) {
+  if (!plan) return;
+  for (const SegmentPlacement &sp : plan->segments)
+    if (std::find(process_cpus().begin(), process_cpus().end(), sp.cpu) == process_cpus().end())
+      throw std::runtime_error("the plan puts segment " + std::to_string(sp.segment) + " on cpu " +
+                               std::to_string(sp.cpu) + ", which this process cannot use (cpus " +
+                               format_cpu_list(process_cpus()) + ")" +
+                               (plan->this_machine ? "" : ": host profile '" + plan->host +
+                                                              "' describes another machine; `sluice plan` "
+                                                              "shows its plan"));
+}
+
+// What EAL is started with: memory for every lane's buffers (by NUMA node
+// with hugepages and a plan), the PCI devices the graph opens.
+EalRequest eal_request_for(const LaneGraph &lg, const std::vector<unsigned> &lane_mbufs, const Placement *plan,
+                           const std::vector<std::string> &eal_args) {
+  EalRequest eal;
+  eal.args = eal_args;
+  double bytes = 0;
+  std::vector<double> node_bytes;  // with a plan: by NUMA node
+  for (const Lane &l : lg.lanes) {
+    // Buffers hold 2 KiB frames, or TrafficGen's largest size.
+    double room = RTE_MBUF_DEFAULT_DATAROOM;
+    for (const Node &n : lg.nodes)
+      if (n.lane == l.id && n.spec->is_source() && n.spec->needs.frame_room)
+        room = std::max(room, double(n.spec->needs.frame_room(n)));
+    double lane_bytes = double(lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
+    bytes += lane_bytes;
+    if (plan) {
+      size_t node = size_t(plan->lanes[size_t(l.id)].node);
+      node_bytes.resize(std::max(node_bytes.size(), node + 1));
+      node_bytes[node] += lane_bytes;
+    }
+  }
+  // mempool object headers and page alignment (objects do not straddle
+  // 4 KiB pages without hugepages), rings, EAL's own needs
+  eal.memory_mb = unsigned(bytes * 2 / (1 << 20)) + 128;
+  // With hugepages, each node reserves what its lanes need; EAL's own
+  // needs go to node 0.
+  if (plan && plan->hugepages)
+    for (size_t n = 0; n < node_bytes.size(); ++n)
+      eal.node_memory_mb.push_back(unsigned(node_bytes[n] * 2 / (1 << 20)) + (n == 0 ? 128 : node_bytes[n] ? 64 : 0));
+  for (const Node &n : lg.nodes) {
+    if (!n.spec->needs.device) continue;
+    std::string dev = n.spec->needs.device(n);
+    if (is_pci_address(dev)) {
+      eal.pci = true;
+      if (std::find(eal.allow.begin(), eal.allow.end(), dev) == eal.allow.end()) eal.allow.push_back(dev);
+    }
+  }
+  return eal;
+}
+
+}  // namespace
+
 bool Runtime::setup(std::string *error) {
   const LaneGraph &lg = ctx_.graph();
-  const ElementGraph &g = *lg.graph;
   try {
-    // Every class must be able to run.
-    for (const Node &n : lg.nodes)
-      if (!RuntimeRegistry::global().find(n.spec->name))
-        throw std::runtime_error("element '" + n.name + "' (" + n.spec->name +
-                                 ") has no run-time implementation yet; it can be checked and planned, not run");
-
-    // Packet memory per lane: its rings and some slack.
-    ctx_.lane_mbufs.assign(lg.lanes.size(), kLaneMbufSlack);
-    for (const Edge &ed : lg.edges) {
-      const Node &from = lg.nodes[ed.from];
-      if (!ed.crosses_segments || from.lane < 0) continue;
-      unsigned cap = kMergeCapacity;
-      if (from.spec->is_thread_boundary() && from.spec->needs.channel_capacity)
-        cap = from.spec->needs.channel_capacity(from);
-      ctx_.lane_mbufs[from.lane] += cap;
-    }
-    for (const Node &n : lg.nodes)
-      if (n.spec->needs.lane_mbufs && n.lane >= 0) ctx_.lane_mbufs[n.lane] += n.spec->needs.lane_mbufs(n);
-
-    // A plan made for another machine, or for cpus this process may not
-    // use (taskset, cgroups), cannot be applied here.
+    check_runnable(lg);
+    ctx_.lane_mbufs = lane_mbufs_needed(lg);
     const Placement *plan = ctx_.options.placement.get();
-    if (plan)
-      for (const SegmentPlacement &sp : plan->segments)
-        if (std::find(process_cpus().begin(), process_cpus().end(), sp.cpu) == process_cpus().end())
-          throw std::runtime_error("the plan puts segment " + std::to_string(sp.segment) + " on cpu " +
-                                   std::to_string(sp.cpu) + ", which this process cannot use (cpus " +
-                                   format_cpu_list(process_cpus()) + ")" +
-                                   (plan->this_machine ? "" : ": host profile '" + plan->host +
-                                                                  "' describes another machine; `sluice plan` "
-                                                                  "shows its plan"));
-
-    EalRequest eal;
-    eal.args = ctx_.options.eal_args;
-    double bytes = 0;
-    std::vector<double> node_bytes;  // with a plan: by NUMA node
-    for (const Lane &l : lg.lanes) {
-      // Buffers hold 2 KiB frames, or TrafficGen's largest size.
-      double room = RTE_MBUF_DEFAULT_DATAROOM;
-      for (const Node &n : lg.nodes)
-        if (n.lane == l.id && n.spec->is_source() && n.spec->needs.frame_room)
-          room = std::max(room, double(n.spec->needs.frame_room(n)));
-      double lane_bytes = double(ctx_.lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
-      bytes += lane_bytes;
-      if (plan) {
-        size_t node = size_t(plan->lanes[size_t(l.id)].node);
-        node_bytes.resize(std::max(node_bytes.size(), node + 1));
-        node_bytes[node] += lane_bytes;
-      }
-    }
-    // mempool object headers and page alignment (objects do not straddle
-    // 4 KiB pages without hugepages), rings, EAL's own needs
-    eal.memory_mb = unsigned(bytes * 2 / (1 << 20)) + 128;
-    // With hugepages, each node reserves what its lanes need; EAL's own
-    // needs go to node 0.
-    if (plan && plan->hugepages)
-      for (size_t n = 0; n < node_bytes.size(); ++n)
-        eal.node_memory_mb.push_back(unsigned(node_bytes[n] * 2 / (1 << 20)) + (n == 0 ? 128 : node_bytes[n] ? 64 : 0));
-    for (const Node &n : lg.nodes) {
-      if (!n.spec->needs.device) continue;
-      std::string dev = n.spec->needs.device(n);
-      if (is_pci_address(dev)) {
-        eal.pci = true;
-        if (std::find(eal.allow.begin(), eal.allow.end(), dev) == eal.allow.end()) eal.allow.push_back(dev);
-      }
-    }
-    if (!init_eal(eal, error)) return false;
-
-    // One instance per node.
-    std::vector<RuntimeElement *> instances;
-    for (const Node &n : lg.nodes) {
-      running_.elements.push_back(make_instance(n, ctx_));
-      instances.push_back(running_.elements.back().get());
-    }
-    lane_source_.assign(lg.lanes.size(), nullptr);
-    for (size_t i = 0; i < lg.nodes.size(); ++i)
-      if (auto *s = dynamic_cast<SourceElement *>(instances[i])) lane_source_[lg.nodes[i].lane] = s;
-    for (const Lane &l : lg.lanes)
-      if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
-    ctx_.lane_sources = lane_source_;
-    ctx_.instances = instances;
-
-    SegmentSet set = make_segments(lg, instances, ctx_.options.placement.get());
-    wire_segments(set, lg, instances, std::vector<bool>(instances.size(), false), ctx_);
-    running_.segments = std::move(set.segments);
-    running_.channels = std::move(set.channels);
-    // Sources open their devices or generate their traffic.
-    for (RuntimeElement *e : instances)
-      if (auto *s = dynamic_cast<SourceElement *>(e)) s->start();
-    for (RuntimeElement *e : instances) e->prepare();
+    check_plan_cpus(plan);
+    if (!init_eal(eal_request_for(lg, ctx_.lane_mbufs, plan, ctx_.options.eal_args), error)) return false;
+    make_running_graph(lg);
   } catch (const std::exception &ex) {
     *error = ex.what();
-    (void)g;
     return false;
   }
   return true;
+}
+
+// One instance per node, the segments and channels between them; then the
+// sources open their devices or generate their traffic.
+void Runtime::make_running_graph(const LaneGraph &lg) {
+  std::vector<RuntimeElement *> instances;
+  for (const Node &n : lg.nodes) {
+    running_.elements.push_back(make_instance(n, ctx_));
+    instances.push_back(running_.elements.back().get());
+  }
+  lane_source_.assign(lg.lanes.size(), nullptr);
+  for (size_t i = 0; i < lg.nodes.size(); ++i)
+    if (auto *s = dynamic_cast<SourceElement *>(instances[i])) lane_source_[lg.nodes[i].lane] = s;
+  for (const Lane &l : lg.lanes)
+    if (!lane_source_[l.id]) throw std::logic_error("lane " + std::to_string(l.id) + " has no source instance");
+  ctx_.lane_sources = lane_source_;
+  ctx_.instances = instances;
+
+  SegmentSet set = make_segments(lg, instances, ctx_.options.placement.get());
+  wire_segments(set, lg, instances, std::vector<bool>(instances.size(), false), ctx_);
+  running_.segments = std::move(set.segments);
+  running_.channels = std::move(set.channels);
+  for (RuntimeElement *e : instances)
+    if (auto *s = dynamic_cast<SourceElement *>(e)) s->start();
+  for (RuntimeElement *e : instances) e->prepare();
 }
 
 void Runtime::recompile() {

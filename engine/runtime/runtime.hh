@@ -149,6 +149,8 @@ class Runtime {
   friend class ReloadTransaction;
   friend class RunReport;
 
+  void make_running_graph(const LaneGraph &lg);  // setup's last step
+
   RunContext ctx_;
   RunningGraph running_;
   std::vector<SourceElement *> lane_source_;  // by lane; sources outlive reloads

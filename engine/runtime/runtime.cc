@@ -244,12 +244,12 @@ void Runtime::recompile() {
 void Runtime::run() {
   auto t0 = std::chrono::steady_clock::now();
   {
-    // A reload may come at once (from another thread): it stops and joins
-    // these segments, so it waits until they have all started.
     std::unique_lock structure(structure_mutex_);
     for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   }
   {
+    // A reload that came at once (another thread) waits for this: it can
+    // stop only segments that run.
     std::lock_guard lock(started_mutex_);
     started_ = true;
   }

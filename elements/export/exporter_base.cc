@@ -81,6 +81,13 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
       .handler("errors", "Send errors.", &ExporterBase::errors)
       .handler("connections", "Connections made (TCP; 1 for UDP).", &ExporterBase::connections)
       .handler("queued", "Flow records in messages waiting to be sent.", &ExporterBase::queued)
+      .metric(MetricSpec::counter("exporter_records_total", "Flow records sent to the collector."))
+      .metric(MetricSpec::counter("exporter_messages_total", "Messages sent to the collector."))
+      .metric(MetricSpec::counter("exporter_bytes_total", "Bytes of messages sent to the collector."))
+      .metric(MetricSpec::counter("exporter_send_errors_total", "Messages the socket refused."))
+      .metric(MetricSpec::counter("exporter_connections_total", "Connections to the collector (TCP; 1 for UDP)."))
+      .metric(MetricSpec::gauge("exporter_queued_records", "Flow records in messages waiting to be sent."))
+      .metric(MetricSpec::gauge("exporter_queued_bytes", "Bytes of messages waiting to be sent."))
       .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
 }
 
@@ -253,14 +260,14 @@ uint64_t ExporterBase::errors() const { return link_->errors(); }
 uint64_t ExporterBase::connections() const { return link_->connects(); }
 uint64_t ExporterBase::queued() const { return link_->queued_records(); }
 
-void ExporterBase::report_metrics(MetricSink &out) const {
-  out.counter("exporter_records_total", "Flow records sent to the collector.", double(counters.records_absorbed.get()));
-  out.counter("exporter_messages_total", "Messages sent to the collector.", double(link_->messages()));
-  out.counter("exporter_bytes_total", "Bytes of messages sent to the collector.", double(link_->bytes()));
-  out.counter("exporter_send_errors_total", "Messages the socket refused.", double(link_->errors()));
-  out.counter("exporter_connections_total", "Connections to the collector (TCP; 1 for UDP).", double(link_->connects()));
-  out.gauge("exporter_queued_records", "Flow records in messages waiting to be sent.", double(link_->queued_records()));
-  out.gauge("exporter_queued_bytes", "Bytes of messages waiting to be sent.", double(link_->queued_bytes()));
+void ExporterBase::report_metrics(ElementMetrics &out) const {
+  out.counter("exporter_records_total", double(counters.records_absorbed.get()));
+  out.counter("exporter_messages_total", double(link_->messages()));
+  out.counter("exporter_bytes_total", double(link_->bytes()));
+  out.counter("exporter_send_errors_total", double(link_->errors()));
+  out.counter("exporter_connections_total", double(link_->connects()));
+  out.gauge("exporter_queued_records", double(link_->queued_records()));
+  out.gauge("exporter_queued_bytes", double(link_->queued_bytes()));
 }
 
 void ExporterBase::report(std::vector<std::string> &lines) const {

@@ -56,7 +56,7 @@ class ExporterBase : public RuntimeElement {
   uint64_t errors() const;
   uint64_t connections() const;
   uint64_t queued() const;
-  void report_metrics(MetricSink &out) const override;
+  void report_metrics(ElementMetrics &out) const override;
 
   void push(int, PacketBatch &) override {}
   void push_flows(int, FlowBatch &batch) override;

@@ -80,6 +80,9 @@ const ElementSpec &flow_log_spec() {
                    .def("csv")
                    .describe("`csv`: comma-separated values after a header line naming the columns; `jsonl`: "
                              "one JSON object per line."))
+          .metric(MetricSpec::counter("flow_log_lines_total", "Lines a FlowLog wrote."))
+          .metric(MetricSpec::counter("flow_log_rotations_total", "Files a FlowLog rotated."))
+          .with_metrics(RecordFile::metric_specs())
           .input(PortSpec::flows("in").many().describe("Flow records to write; takes any number of connections."));
   return spec;
 }
@@ -137,9 +140,9 @@ class FlowLogRuntime final : public RuntimeElement {
     std::string rotated = file_.rotations() ? ", rotated " + std::to_string(file_.rotations()) + " times" : "";
     lines.push_back("wrote " + std::to_string(lines_) + " lines to " + where + rotated + failed);
   }
-  void report_metrics(MetricSink &out) const override {
-    out.counter("flow_log_lines_total", "Lines a FlowLog wrote.", double(lines_));
-    out.counter("flow_log_rotations_total", "Files a FlowLog rotated.", double(file_.rotations()));
+  void report_metrics(ElementMetrics &out) const override {
+    out.counter("flow_log_lines_total", double(lines_));
+    out.counter("flow_log_rotations_total", double(file_.rotations()));
     file_.report_metrics(out);
   }
 

@@ -103,6 +103,25 @@ const ElementSpec &flow_table_spec() {
                             &FlowTableRuntime::idle_timeout, &FlowTableRuntime::prepare_idle_timeout)
           .writable_handler("active_timeout", "The active timeout, e.g. `10min`; as idle_timeout.",
                             &FlowTableRuntime::active_timeout, &FlowTableRuntime::prepare_active_timeout)
+          .metric(MetricSpec::gauge("flow_table_active_flows", "Flows in the table."))
+          .metric(MetricSpec::gauge("flow_table_capacity_flows", "Flows the table holds."))
+          .metric(MetricSpec::counter("flow_table_created_flows_total", "Flows started."))
+          .metric(MetricSpec::counter("flow_table_evicted_flows_total", "Flows evicted from a full table to make room."))
+          .metric(MetricSpec::counter("flow_table_probe_limit_flows_total",
+                                      "New flows whose place in the index (the buckets a lookup may visit) was full."))
+          .metric(MetricSpec::gauge("flow_table_longest_probe_buckets", "Most index buckets a new flow's insert visited."))
+          .metric(MetricSpec::counter("flow_table_ended_flows_total",
+                                      "Flow records by end reason (expirations, ends, evictions).", {"reason"}))
+          .metric(MetricSpec::counter("flow_table_packets_dated_at_clock_total",
+                                      "Packets the table dated at its clock instead of their own time, by reason.",
+                                      {"reason"}))
+          .metric(MetricSpec::counter("flow_table_time_jumps_followed_total",
+                                      "Jumps in packet time the table's clock followed."))
+          .metric(MetricSpec::gauge("flow_table_time_shift_seconds",
+                                    "Time added to packet times since the clock followed jumps back."))
+          .metric(MetricSpec::gauge("flow_table_clock_seconds", "The table's clock: packet time, UNIX seconds (whole)."))
+          .metric(MetricSpec::gauge("flow_table_idle_timeout_seconds", "Idle timeout."))
+          .metric(MetricSpec::gauge("flow_table_active_timeout_seconds", "Active timeout."))
           .input(PortSpec::packets("in").describe("Timestamped packets."))
           .output(PortSpec::flows("flows").many().describe(
               "Records of the flows that ended here: TCP FIN or RST, and evictions. Flows that time out "
@@ -328,31 +347,23 @@ RuntimeElement::HandlerChange FlowTableRuntime::prepare_timeout(bool idle, const
   };
 }
 
-void FlowTableRuntime::report_metrics(MetricSink &out) const {
+void FlowTableRuntime::report_metrics(ElementMetrics &out) const {
   const FlowCache::Stats &st = cache_->stats();
-  out.gauge("flow_table_active_flows", "Flows in the table.", double(cache_->active()));
-  out.gauge("flow_table_capacity_flows", "Flows the table holds.", double(cache_->capacity()));
-  out.counter("flow_table_created_flows_total", "Flows started.", double(st.created));
-  out.counter("flow_table_evicted_flows_total", "Flows evicted from a full table to make room.", double(st.evicted));
-  out.counter("flow_table_probe_limit_flows_total",
-              "New flows whose place in the index (the buckets a lookup may visit) was full.", double(st.probe_limit));
-  out.gauge("flow_table_longest_probe_buckets", "Most index buckets a new flow's insert visited.",
-            double(st.longest_probe));
+  out.gauge("flow_table_active_flows", double(cache_->active()));
+  out.gauge("flow_table_capacity_flows", double(cache_->capacity()));
+  out.counter("flow_table_created_flows_total", double(st.created));
+  out.counter("flow_table_evicted_flows_total", double(st.evicted));
+  out.counter("flow_table_probe_limit_flows_total", double(st.probe_limit));
+  out.gauge("flow_table_longest_probe_buckets", double(st.longest_probe));
   for (int r = 1; r <= 5; ++r)
-    out.counter("flow_table_ended_flows_total", "Flow records by end reason (expirations, ends, evictions).",
-                double(st.ended[r]), {{"reason", flow_end_reason_name(FlowEndReason(r))}});
+    out.counter("flow_table_ended_flows_total", double(st.ended[r]), {{"reason", flow_end_reason_name(FlowEndReason(r))}});
   for (FlowClock::Dating how : kAtClock)
-    out.counter("flow_table_packets_dated_at_clock_total",
-                "Packets the table dated at its clock instead of their own time, by reason.",
-                double(dated_[int(how)].get()), {{"reason", dating_reason(how)}});
-  out.counter("flow_table_time_jumps_followed_total", "Jumps in packet time the table's clock followed.",
-              double(dated_[int(FlowClock::Dating::Followed)].get()));
-  out.gauge("flow_table_time_shift_seconds", "Time added to packet times since the clock followed jumps back.",
-            double(clock_.shift()) * 1e-9);
-  out.gauge("flow_table_clock_seconds", "The table's clock: packet time, UNIX seconds (whole).",
-            double(clock_.now() / 1000000000ull));
-  out.gauge("flow_table_idle_timeout_seconds", "Idle timeout.", double(cache_->config().idle_ns) * 1e-9);
-  out.gauge("flow_table_active_timeout_seconds", "Active timeout.", double(cache_->config().active_ns) * 1e-9);
+    out.counter("flow_table_packets_dated_at_clock_total", double(dated_[int(how)].get()), {{"reason", dating_reason(how)}});
+  out.counter("flow_table_time_jumps_followed_total", double(dated_[int(FlowClock::Dating::Followed)].get()));
+  out.gauge("flow_table_time_shift_seconds", double(clock_.shift()) * 1e-9);
+  out.gauge("flow_table_clock_seconds", double(clock_.now() / 1000000000ull));
+  out.gauge("flow_table_idle_timeout_seconds", double(cache_->config().idle_ns) * 1e-9);
+  out.gauge("flow_table_active_timeout_seconds", double(cache_->config().active_ns) * 1e-9);
 }
 
 void FlowTableRuntime::report(std::vector<std::string> &lines) const {

@@ -44,7 +44,7 @@ class FlowTableRuntime final : public RuntimeElement {
   std::string active_timeout() const;
   HandlerChange prepare_idle_timeout(const std::string &value) { return prepare_timeout(true, value); }
   HandlerChange prepare_active_timeout(const std::string &value) { return prepare_timeout(false, value); }
-  void report_metrics(MetricSink &out) const override;
+  void report_metrics(ElementMetrics &out) const override;
   void jit_constants(std::vector<ConstantBytes> &out) const override;
   size_t flow_slots() const override { return cache_->slots(); }
   void peek_flows(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const override {

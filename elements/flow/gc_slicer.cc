@@ -106,8 +106,8 @@ class GCSlicerRuntime final : public RuntimeElement {
            " ns, max " + std::to_string(hist_.max_ns) + " ns";
   }
 
-  void report_metrics(MetricSink &out) const override {
-    out.histogram("gc_slice_duration_seconds", "Time one expiry slice of a flow table took.", hist_.cumulative(),
+  void report_metrics(ElementMetrics &out) const override {
+    out.histogram("gc_slice_duration_seconds", hist_.cumulative(),
                   double(hist_.sum_ns) * 1e-9, hist_.total);
   }
 
@@ -210,6 +210,7 @@ const ElementSpec &gc_slicer_spec() {
                              "and more frequent."))
           .handler("slices_run", "Expiry slices scanned so far.", &GCSlicerRuntime::slices_run)
           .handler("slice_time", "Time per slice: median, 99th percentile and maximum.", &GCSlicerRuntime::slice_time)
+          .metric(MetricSpec::histogram("gc_slice_duration_seconds", "Time one expiry slice of a flow table took."))
           .input(PortSpec::flows("in").many().describe("Flow records to pass on: the table's `flows` output."))
           .output(PortSpec::flows("out").many().describe(
               "Records of ended flows: those arriving on `in` and those expired here."));

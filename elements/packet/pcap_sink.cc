@@ -52,6 +52,7 @@ const ElementSpec &pcap_sink_spec() {
                    .range(64, 256 * kKB)
                    .describe("Bytes kept of each packet. Longer packets are truncated in the file; their "
                              "original length is recorded."))
+          .with_metrics(RecordFile::metric_specs())
           .input(PortSpec::packets("in").many().describe("Packets to write; takes any number of connections."));
   return spec;
 }
@@ -158,7 +159,7 @@ class PcapSinkRuntime final : public RuntimeElement {
                                ") lost " + std::to_string(counters.drops[write_error_].get()) + " packets";
     lines.push_back("wrote " + std::to_string(counters.absorbed.get()) + " packets to " + path_ + failed);
   }
-  void report_metrics(MetricSink &out) const override { file_.report_metrics(out); }
+  void report_metrics(ElementMetrics &out) const override { file_.report_metrics(out); }
 
  public:
   // Each packet becomes a record (the 16-byte record header of the pcap

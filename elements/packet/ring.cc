@@ -28,14 +28,13 @@ class RingRuntime final : public RuntimeElement {
   std::optional<std::string> peak() const { return of_channel(&Channel::max_occupancy); }
   std::optional<std::string> waits() const { return of_channel(&Channel::waits); }
 
-  void report_metrics(MetricSink &out) const override {
+  void report_metrics(ElementMetrics &out) const override {
     const Channel *ch = channel();
     if (!ch) return;
-    out.gauge("ring_occupancy_packets", "Packets in the ring.", double(ch->occupancy()));
-    out.gauge("ring_capacity_packets", "Packets the ring holds.", double(ch->capacity()));
-    out.gauge("ring_peak_occupancy_packets", "Highest occupancy of the ring so far.", double(ch->max_occupancy()));
-    out.counter("ring_producer_waits_total", "Times an offline producer waited for room in the ring.",
-                double(ch->waits()));
+    out.gauge("ring_occupancy_packets", double(ch->occupancy()));
+    out.gauge("ring_capacity_packets", double(ch->capacity()));
+    out.gauge("ring_peak_occupancy_packets", double(ch->max_occupancy()));
+    out.counter("ring_producer_waits_total", double(ch->waits()));
   }
 
  private:
@@ -79,6 +78,11 @@ const ElementSpec &ring_spec() {
           .handler("occupancy", "Packets in the ring now.", &RingRuntime::occupancy)
           .handler("peak", "Highest occupancy so far.", &RingRuntime::peak)
           .handler("waits", "Times an offline producer waited for room.", &RingRuntime::waits)
+          .metric(MetricSpec::gauge("ring_occupancy_packets", "Packets in the ring."))
+          .metric(MetricSpec::gauge("ring_capacity_packets", "Packets the ring holds."))
+          .metric(MetricSpec::gauge("ring_peak_occupancy_packets", "Highest occupancy of the ring so far."))
+          .metric(MetricSpec::counter("ring_producer_waits_total",
+                                      "Times an offline producer waited for room in the ring."))
           .input(PortSpec::packets("in").describe("Packets from the segment before the ring."))
           .output(PortSpec::packets("out").describe("The same packets, in order, on the segment after the ring."))
           .needs_channel_capacity([](const Node &n) { return unsigned(n.arg("capacity")->value.integer); });

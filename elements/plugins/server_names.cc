@@ -91,23 +91,17 @@ class ServerNamesRuntime final : public PacketStage<ServerNamesRuntime> {
     out.emplace_back("QUIC Initials not decrypted", quic_not_decrypted());
     out.emplace_back("QUIC Initials without a name", quic_without_name());
   }
-  void report_metrics(MetricSink &out) const override {
+  void report_metrics(ElementMetrics &out) const override {
     for (int k = 0; k < kKinds; ++k)
-      out.counter("server_names_total",
-                  "Names found, by kind: TLS and QUIC server names, DNS query names (ServerNames).",
-                  double(found_[k].get()), {{"kind", kKindNames[k]}});
-    out.counter("server_names_cut_total", "Names longer than their flow field, kept cut (ServerNames).", double(cut()));
-    out.counter("server_names_unlabelled_total", "Names found on packets with no room left for labels (ServerNames).",
-                double(unlabelled()));
+      out.counter("server_names_total", double(found_[k].get()), {{"kind", kKindNames[k]}});
+    out.counter("server_names_cut_total", double(cut()));
+    out.counter("server_names_unlabelled_total", double(unlabelled()));
     const std::pair<QuicOutcome, const char *> outcomes[] = {{QuicOutcome::Name, "name"},
                                                              {QuicOutcome::NoName, "no_name"},
                                                              {QuicOutcome::Truncated, "truncated"},
                                                              {QuicOutcome::NotDecrypted, "not_decrypted"}};
     for (auto &[o, what] : outcomes)
-      out.counter("server_names_quic_initials_total",
-                  "QUIC Initial packets looked into, by outcome: a server name, none, cut short, not decrypted "
-                  "(ServerNames).",
-                  double(outcome(o)), {{"outcome", what}});
+      out.counter("server_names_quic_initials_total", double(outcome(o)), {{"outcome", what}});
   }
 
  private:
@@ -174,6 +168,17 @@ const ElementSpec &server_names_spec() {
                    &ServerNamesRuntime::quic_not_decrypted)
           .handler("quic_without_name", "QUIC Initials opened (or cut short) without a server name in them.",
                    &ServerNamesRuntime::quic_without_name)
+          .metric(MetricSpec::counter("server_names_total",
+                                      "Names found, by kind: TLS and QUIC server names, DNS query names (ServerNames).",
+                                      {"kind"}))
+          .metric(MetricSpec::counter("server_names_cut_total",
+                                      "Names longer than their flow field, kept cut (ServerNames)."))
+          .metric(MetricSpec::counter("server_names_unlabelled_total",
+                                      "Names found on packets with no room left for labels (ServerNames)."))
+          .metric(MetricSpec::counter("server_names_quic_initials_total",
+                                      "QUIC Initial packets looked into, by outcome: a server name, none, cut short, "
+                                      "not decrypted (ServerNames).",
+                                      {"outcome"}))
           .input(PortSpec::packets("in").describe("Packets, parsed as they arrived (after TunnelDecap, if any)."))
           .output(PortSpec::packets("out").describe("Every packet, the names it holds as flow labels."));
   return spec;

@@ -53,11 +53,10 @@ class TopFlowsRuntime final : public RuntimeElement {
       lines.push_back("  " + std::to_string(r + 1) + ". " + describe(order[r]->key) + " " +
                       std::to_string(order[r]->weight));
   }
-  void report_metrics(MetricSink &out) const override {
+  void report_metrics(ElementMetrics &out) const override {
     std::vector<const Entry *> order = ranked();
     for (size_t r = 0; r < order.size() && r < 10; ++r)
-      out.gauge("top_flow_weight", "Bytes or packets of the heaviest flows (TopFlows), by rank.",
-                double(order[r]->weight), {{"rank", std::to_string(r + 1)}, {"flow", describe(order[r]->key)}});
+      out.gauge("top_flow_weight", double(order[r]->weight), {{"rank", std::to_string(r + 1)}, {"flow", describe(order[r]->key)}});
   }
 
  private:
@@ -142,6 +141,8 @@ const ElementSpec &top_flows_spec() {
           .arg(ArgSpec::symbol("by", {"bytes", "packets"}).def("bytes").describe("What makes a flow heavy."))
           .handler("top", "The counted flows by rank: rank, weight, error bound, flow.", &TopFlowsRuntime::top)
           .handler("counted", "Bytes or packets counted in all.", &TopFlowsRuntime::counted)
+          .metric(MetricSpec::gauge("top_flow_weight", "Bytes or packets of the heaviest flows (TopFlows), by rank.",
+                                    {"rank", "flow"}))
           .input(PortSpec::flows("in").many().describe("Flow records."))
           .output(PortSpec::flows("out").many().describe("The same records, to each connection."));
   return spec;

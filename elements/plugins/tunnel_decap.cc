@@ -81,15 +81,11 @@ class TunnelDecapRuntime final : public PacketStage<TunnelDecapRuntime> {
         out.emplace_back(std::string(decap_result_name(r)) + " " + tunnel_type_name(t), count(r, t));
     out.emplace_back("decapsulated without labels", unlabelled());
   }
-  void report_metrics(MetricSink &out) const override {
+  void report_metrics(ElementMetrics &out) const override {
     for (DecapResult r : kCounted)
       for (TunnelType t : kTypes)
-        out.counter("tunnel_packets_total", "Tunnelled packets by outcome (decapsulated, malformed, unsupported) "
-                    "and tunnel type (TunnelDecap).",
-                    double(count(r, t)), {{"outcome", decap_result_name(r)}, {"tunnel", tunnel_type_name(t)}});
-    out.counter("tunnel_unlabelled_packets_total",
-                "Decapsulated packets with no room left for the tunnel's flow labels (TunnelDecap).",
-                double(unlabelled()));
+        out.counter("tunnel_packets_total", double(count(r, t)), {{"outcome", decap_result_name(r)}, {"tunnel", tunnel_type_name(t)}});
+    out.counter("tunnel_unlabelled_packets_total", double(unlabelled()));
   }
 
  private:
@@ -149,6 +145,12 @@ const ElementSpec &tunnel_decap_spec() {
           .handler("not_tunnel", "Packets outside the tunnels it knows.", &TunnelDecapRuntime::not_tunnel)
           .handler("unlabelled", "Decapsulated packets that had no room left for the tunnel's labels.",
                    &TunnelDecapRuntime::unlabelled)
+          .metric(MetricSpec::counter("tunnel_packets_total",
+                                      "Tunnelled packets by outcome (decapsulated, malformed, unsupported) and tunnel "
+                                      "type (TunnelDecap).",
+                                      {"outcome", "tunnel"}))
+          .metric(MetricSpec::counter("tunnel_unlabelled_packets_total",
+                                      "Decapsulated packets with no room left for the tunnel's flow labels (TunnelDecap)."))
           .input(PortSpec::packets("in").describe("Packets, parsed as they arrived."))
           .output(PortSpec::packets("out").describe(
               "Every packet: a tunnelled one with its inner packet's headers and its tunnel as flow labels."));

@@ -65,6 +65,18 @@ const ElementSpec &rss_source_spec() {
                    .describe("Hash both directions of a flow to the same queue. With `false` the device's "
                              "default hash is used and the two directions of a connection may meet in "
                              "different lanes; use `FlowTable(direction uni)` then."))
+          // DPDK's rte_eth_stats of each port, once per device (lane 0's instance).
+          .metric(MetricSpec::counter("port_received_packets_total", "Packets the DPDK port received (ipackets).",
+                                      {"port", "device"}))
+          .metric(MetricSpec::counter("port_received_bytes_total", "Bytes the DPDK port received (ibytes).",
+                                      {"port", "device"}))
+          .metric(MetricSpec::counter("port_missed_packets_total",
+                                      "Packets the port dropped for lack of room in its receive queue (imissed).",
+                                      {"port", "device"}))
+          .metric(MetricSpec::counter("port_rx_nombuf_total",
+                                      "Receive buffer allocation failures of the port (rx_nombuf).", {"port", "device"}))
+          .metric(MetricSpec::counter("port_error_packets_total", "Erroneous packets the port received (ierrors).",
+                                      {"port", "device"}))
           .output(PortSpec::packets("out").describe("Received packets, parsed, in batches of up to `burst`."))
           .needs_device([](const Node &n) { return n.arg("device")->value.text; })
           .needs_lane_mbufs([](const Node &n) { return unsigned(n.arg("rx_desc")->value.integer); })
@@ -227,17 +239,15 @@ class RSSSourceRuntime final : public SourceElement {
   }
 
   // DPDK's port statistics, once per device.
-  void report_metrics(MetricSink &out) const override {
+  void report_metrics(ElementMetrics &out) const override {
     if (!reader_ || lane_index() != 0) return;
     for (const EthDevice::PortStats &p : reader_->dev->port_stats()) {
-      MetricSink::Labels l = {{"port", std::to_string(p.port)}, {"device", spec_.text}};
-      out.counter("port_received_packets_total", "Packets the DPDK port received (ipackets).", double(p.ipackets), l);
-      out.counter("port_received_bytes_total", "Bytes the DPDK port received (ibytes).", double(p.ibytes), l);
-      out.counter("port_missed_packets_total", "Packets the port dropped for lack of room in its receive queue (imissed).",
-                  double(p.imissed), l);
-      out.counter("port_rx_nombuf_total", "Receive buffer allocation failures of the port (rx_nombuf).",
-                  double(p.rx_nombuf), l);
-      out.counter("port_error_packets_total", "Erroneous packets the port received (ierrors).", double(p.ierrors), l);
+      ElementMetrics::Labels l = {{"port", std::to_string(p.port)}, {"device", spec_.text}};
+      out.counter("port_received_packets_total", double(p.ipackets), l);
+      out.counter("port_received_bytes_total", double(p.ibytes), l);
+      out.counter("port_missed_packets_total", double(p.imissed), l);
+      out.counter("port_rx_nombuf_total", double(p.rx_nombuf), l);
+      out.counter("port_error_packets_total", double(p.ierrors), l);
     }
   }
 

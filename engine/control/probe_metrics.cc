@@ -102,7 +102,8 @@ void collect_probe_metrics(const Runtime &rt, MetricsWriter &out) {
       for (const auto &e : elements)
         if (e->node().segment == int(s)) {
           context(*e);
-          e->report_metrics(out);
+          ElementMetrics own(*e->node().spec, out);
+          e->report_metrics(own);
         }
     });
     if (!ok)

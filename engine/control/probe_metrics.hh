@@ -1,8 +1,9 @@
-// What a running probe exposes at /metrics (docs/control.md lists every
-// metric): the counters of each lane and element, read directly (they are
-// single-writer atomics), and what each element reports of its own state
-// (RuntimeElement::report_metrics: flow tables, rings, GC slices,
-// exporters, DPDK ports), read on the element's segment thread.
+// What a running probe exposes at /metrics (docs/control.md lists the
+// engine's metrics, docs/elements.md each element's): the counters of each
+// lane and element, read directly (they are single-writer atomics), and the
+// metrics each element's spec declares (RuntimeElement::report_metrics:
+// flow tables, rings, GC slices, exporters, DPDK ports), read on the
+// element's segment thread.
 #pragma once
 #include <string>
 

@@ -242,6 +242,33 @@ void markdown_handlers(std::ostream &os, const ElementSpec &spec) {
   os << "\n";
 }
 
+// The metrics the element reports beyond the counters every element keeps.
+std::string metric_labels(const MetricSpec &m) {
+  std::string labels = "lane, element";
+  for (const std::string &l : m.labels) labels += ", " + l;
+  return labels;
+}
+
+void print_metrics(std::ostream &os, const ElementSpec &spec) {
+  if (spec.metrics.empty()) return;
+  os << "\nMetrics (at `--metrics`, with the prefix sluice_):\n";
+  for (const MetricSpec &m : spec.metrics) {
+    os << "  " << m.name << "  " << metric_kind_name(m.kind) << "; labels " << metric_labels(m) << "\n      ";
+    flow(os, words(m.help), "", 6, 6);
+  }
+}
+
+void markdown_metrics(std::ostream &os, const ElementSpec &spec) {
+  if (spec.metrics.empty()) return;
+  os << "**Metrics** (at `--metrics`), besides the counters every element has (docs/control.md):\n\n"
+     << "| metric | type | labels | description |\n"
+     << "|---|---|---|---|\n";
+  for (const MetricSpec &m : spec.metrics)
+    os << "| " << code("sluice_" + m.name) << " | " << metric_kind_name(m.kind) << " | " << metric_labels(m) << " | "
+       << cell(m.help) << " |\n";
+  os << "\n";
+}
+
 // The flow record fields the element adds (flow_extension.hh), as the
 // registry has them.
 std::string field_kind(const FlowExtField &f) {
@@ -300,6 +327,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
   if (spec.args.empty()) {
     os << "\nArguments: none\n";
     print_handlers(os, spec);
+    print_metrics(os, spec);
     return;
   }
   os << "\nArguments:\n";
@@ -320,6 +348,7 @@ void print_element_help(std::ostream &os, const ElementSpec &spec) {
     wrap(os, pos, 0);
   }
   print_handlers(os, spec);
+  print_metrics(os, spec);
 }
 
 void write_elements_markdown(std::ostream &out) {
@@ -356,6 +385,7 @@ void write_elements_markdown(std::ostream &out) {
       markdown_flow_fields(os, *s);
       markdown_args(os, *s);
       markdown_handlers(os, *s);
+      markdown_metrics(os, *s);
     }
   }
   std::string text = os.str();

@@ -9,6 +9,15 @@ namespace sluice {
 
 const char *stream_type_name(StreamType t) { return t == StreamType::Flows ? "flows" : "packets"; }
 
+const char *metric_kind_name(MetricKind k) {
+  switch (k) {
+    case MetricKind::Counter: return "counter";
+    case MetricKind::Gauge: return "gauge";
+    case MetricKind::Histogram: return "histogram";
+  }
+  return "?";
+}
+
 namespace {
 
 std::string join(const std::vector<std::string> &words, const char *sep) {
@@ -92,6 +101,12 @@ const HandlerSpec *ElementSpec::find_handler(std::string_view n) const {
     if (h.name == n) return &h;
   for (const HandlerSpec &h : common_handlers())
     if (h.name == n) return &h;
+  return nullptr;
+}
+
+const MetricSpec *ElementSpec::find_metric(std::string_view n) const {
+  for (const MetricSpec &m : metrics)
+    if (m.name == n) return &m;
   return nullptr;
 }
 

@@ -122,6 +122,32 @@ std::optional<std::string> handler_text(N v) { return std::to_string(v); }
 // The handlers every element has: its packet and record counters.
 const std::vector<HandlerSpec> &common_handlers();
 
+enum class MetricKind : uint8_t { Counter, Gauge, Histogram };
+const char *metric_kind_name(MetricKind k);  // "counter", "gauge", "histogram"
+
+// A number an element reports at /metrics beyond the counters every element
+// keeps. The name is without the `sluice_` prefix, in base units (seconds,
+// bytes), a counter's ends in `_total`; the endpoint adds the labels `lane`
+// and `element` before `labels`. An element reports only metrics its spec
+// declares (ElementMetrics checks), so `sluice elements` and
+// docs/elements.md list them all.
+struct MetricSpec {
+  std::string name;
+  MetricKind kind = MetricKind::Counter;
+  std::string help;                 // one line: the HELP text
+  std::vector<std::string> labels;  // beyond lane and element
+
+  static MetricSpec counter(std::string n, std::string h, std::vector<std::string> l = {}) {
+    return {std::move(n), MetricKind::Counter, std::move(h), std::move(l)};
+  }
+  static MetricSpec gauge(std::string n, std::string h, std::vector<std::string> l = {}) {
+    return {std::move(n), MetricKind::Gauge, std::move(h), std::move(l)};
+  }
+  static MetricSpec histogram(std::string n, std::string h, std::vector<std::string> l = {}) {
+    return {std::move(n), MetricKind::Histogram, std::move(h), std::move(l)};
+  }
+};
+
 enum ElementFlags : unsigned {
   kSource = 1u << 0,          // starts lanes; its argument marked counts_lanes() says how many
   kThreadBoundary = 1u << 1,  // ends one segment and starts the next (Ring)
@@ -161,6 +187,7 @@ struct ElementSpec {
   std::vector<PortSpec> inputs, outputs;
   std::vector<ArgSpec> args;
   std::vector<HandlerSpec> handlers;  // beyond common_handlers()
+  std::vector<MetricSpec> metrics;    // beyond the counters every element keeps
   unsigned flags = 0;
   // A source whose packets carry capture times with some arguments only
   // (RSSSource: a `pcap:` device), judged from the arguments as written.
@@ -179,6 +206,12 @@ struct ElementSpec {
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
   ElementSpec &&sets_flow_field(std::string f) && { flow_fields.push_back(std::move(f)); return std::move(*this); }
+  ElementSpec &&metric(MetricSpec m) && { metrics.push_back(std::move(m)); return std::move(*this); }
+  // Metrics several classes share (an exporter's, a file's).
+  ElementSpec &&with_metrics(const std::vector<MetricSpec> &m) && {
+    metrics.insert(metrics.end(), m.begin(), m.end());
+    return std::move(*this);
+  }
   ElementSpec &&with_time_if(std::function<bool(const Element &)> f) && { gives_time_if = std::move(f); return std::move(*this); }
   // ElementNeeds, one by one.
   using NodeText = std::function<std::string(const Node &)>;
@@ -213,6 +246,8 @@ struct ElementSpec {
   const ArgSpec *find_arg(std::string_view n) const;
   // This element's handler or a common one; nullptr when neither.
   const HandlerSpec *find_handler(std::string_view n) const;
+  // A metric the spec declares; nullptr when none of that name.
+  const MetricSpec *find_metric(std::string_view n) const;
   // Port index for a name ("flows"), or -1.
   int input_index(std::string_view n) const;
   int output_index(std::string_view n) const;
@@ -264,5 +299,6 @@ namespace sluice {
 // Plugins export `int sluice_plugin_abi()` returning the ABI they were built for.
 // 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
 // 3: flow record extension fields (FlowRecord::ext, PacketAnno::labels); ArgSpec::gives_lanes.
-inline constexpr int kPluginAbi = 3;
+// 4: metrics declared in the spec (ElementSpec::metric), reported through ElementMetrics.
+inline constexpr int kPluginAbi = 4;
 }  // namespace sluice

@@ -194,4 +194,34 @@ bool RuntimeElement::has_arg(std::string_view n) const {
   return node_->arg(n) != nullptr;  // optional arguments without a default are absent
 }
 
+const MetricSpec &ElementMetrics::declared(std::string_view name, MetricKind kind, const Labels &labels) const {
+  const MetricSpec *m = spec_.find_metric(name);
+  auto fault = [&](const std::string &what) {
+    return std::logic_error(spec_.name + " reports metric " + std::string(name) + " " + what);
+  };
+  if (!m) throw fault("that its spec does not declare (ElementSpec::metric)");
+  if (m->kind != kind)
+    throw fault(std::string("as a ") + metric_kind_name(kind) + ", declared a " + metric_kind_name(m->kind));
+  bool same = labels.size() == m->labels.size();
+  for (size_t i = 0; same && i < labels.size(); ++i) same = labels[i].first == m->labels[i];
+  if (!same) throw fault("with labels other than those declared");
+  return *m;
+}
+
+void ElementMetrics::counter(std::string_view name, double value, const Labels &labels) {
+  const MetricSpec &m = declared(name, MetricKind::Counter, labels);
+  out_.counter(m.name, m.help, value, labels);
+}
+
+void ElementMetrics::gauge(std::string_view name, double value, const Labels &labels) {
+  const MetricSpec &m = declared(name, MetricKind::Gauge, labels);
+  out_.gauge(m.name, m.help, value, labels);
+}
+
+void ElementMetrics::histogram(std::string_view name, const std::vector<std::pair<double, uint64_t>> &buckets,
+                               double sum, uint64_t count, const Labels &labels) {
+  const MetricSpec &m = declared(name, MetricKind::Histogram, labels);
+  out_.histogram(m.name, m.help, buckets, sum, count, labels);
+}
+
 }  // namespace sluice

@@ -31,9 +31,8 @@ struct HandlerError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Where an element reports numbers for the metrics endpoint. Names are
-// without the `sluice_` prefix, in base units (seconds, bytes), counters end
-// in `_total`; the endpoint adds the element's lane and name as labels.
+// Where the metrics endpoint's numbers go (MetricsWriter): a name without
+// the `sluice_` prefix, its help text and type, and the labels of a sample.
 class MetricSink {
  public:
   using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -44,6 +43,26 @@ class MetricSink {
   virtual void histogram(const std::string &name, const std::string &help,
                          const std::vector<std::pair<double, uint64_t>> &buckets, double sum, uint64_t count,
                          const Labels &labels = {}) = 0;
+};
+
+// Where an element reports its own metrics (RuntimeElement::report_metrics):
+// by name only, since its spec declares each one's type, help and label
+// names (ElementSpec::metric). A metric the spec does not declare, of
+// another type or with other labels throws std::logic_error: a bug in the
+// element, never input.
+class ElementMetrics {
+ public:
+  using Labels = MetricSink::Labels;
+  ElementMetrics(const ElementSpec &spec, MetricSink &out) : spec_(spec), out_(out) {}
+  void counter(std::string_view name, double value, const Labels &labels = {});
+  void gauge(std::string_view name, double value, const Labels &labels = {});
+  void histogram(std::string_view name, const std::vector<std::pair<double, uint64_t>> &buckets, double sum,
+                 uint64_t count, const Labels &labels = {});
+
+ private:
+  const MetricSpec &declared(std::string_view name, MetricKind kind, const Labels &labels) const;
+  const ElementSpec &spec_;
+  MetricSink &out_;
 };
 
 // Where an output port leads: an element of the same segment, or a channel
@@ -136,9 +155,9 @@ class RuntimeElement {
   // thread. nullopt when the element has no such writable handler.
   using HandlerChange = std::function<void()>;
   std::optional<HandlerChange> prepare_write(const std::string &name, const std::string &value);
-  // Numbers for the metrics endpoint beyond the counters (which are read
+  // The metrics its spec declares, beyond the counters (which are read
   // from any thread). Runs on the segment thread between two batches.
-  virtual void report_metrics(MetricSink &out) const {}
+  virtual void report_metrics(ElementMetrics &out) const {}
   // Whether counters.in_bytes is kept (sources, Counter).
   virtual bool counts_bytes() const { return false; }
   // Elements that hold flows (FlowTable): entry slots of the table, fixed

@@ -252,11 +252,18 @@ void RecordFile::failed(int err) {
              unit_ + " that cannot be written are counted lost (\"write error\"), later writes are tried again");
 }
 
-void RecordFile::report_metrics(MetricSink &out) const {
-  out.counter("file_written_bytes_total", "Bytes a FlowLog or PcapSink wrote to its file.", double(bytes_written_));
-  out.counter("file_write_errors_total",
-              "Failed writes of a FlowLog or PcapSink; what they lost is in the dropped counters, reason \"write error\".",
-              double(failed_writes_.get()));
+const std::vector<MetricSpec> &RecordFile::metric_specs() {
+  static const std::vector<MetricSpec> specs = {
+      MetricSpec::counter("file_written_bytes_total", "Bytes a FlowLog or PcapSink wrote to its file."),
+      MetricSpec::counter("file_write_errors_total", "Failed writes of a FlowLog or PcapSink; what they lost is in the "
+                                                     "dropped counters, reason \"write error\"."),
+  };
+  return specs;
+}
+
+void RecordFile::report_metrics(ElementMetrics &out) const {
+  out.counter("file_written_bytes_total", double(bytes_written_));
+  out.counter("file_write_errors_total", double(failed_writes_.get()));
 }
 
 }  // namespace sluice

@@ -16,11 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/element_spec.hh"
 #include "engine/runtime/counters.hh"
 
 namespace sluice {
 
-class MetricSink;
+class ElementMetrics;
 
 class RecordFile {
  public:
@@ -88,8 +89,10 @@ class RecordFile {
   uint64_t bytes_written() const { return bytes_written_; }
   // strerror of the last failed write ("" when none failed).
   const std::string &last_error() const { return last_error_; }
-  // sluice_file_written_bytes_total, sluice_file_write_errors_total.
-  void report_metrics(MetricSink &out) const;
+  // sluice_file_written_bytes_total, sluice_file_write_errors_total, which
+  // the spec of an element with a RecordFile declares with metric_specs().
+  void report_metrics(ElementMetrics &out) const;
+  static const std::vector<MetricSpec> &metric_specs();
 
  private:
   struct End {

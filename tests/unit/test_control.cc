@@ -202,6 +202,31 @@ TEST_CASE("metrics: families once each with HELP and TYPE, labels escaped", "[co
   CHECK(metric_value_text(0.5) == "0.5");
 }
 
+TEST_CASE("metrics: an element reports only the metrics its spec declares, with the spec's help and type",
+          "[control][metrics]") {
+  ElementSpec spec = ElementSpec("Gauged")
+                         .metric(MetricSpec::gauge("gauged_level_items", "Items held."))
+                         .metric(MetricSpec::counter("gauged_seen_total", "Items seen, by colour.", {"colour"}));
+  MetricsWriter w;
+  w.set_context({{"lane", "0"}, {"element", "g"}});
+  ElementMetrics out(spec, w);
+  out.gauge("gauged_level_items", 3);
+  out.counter("gauged_seen_total", 9, {{"colour", "red"}});
+  CHECK(w.text() ==
+        "# HELP sluice_gauged_level_items Items held.\n"
+        "# TYPE sluice_gauged_level_items gauge\n"
+        "sluice_gauged_level_items{lane=\"0\",element=\"g\"} 3\n"
+        "# HELP sluice_gauged_seen_total Items seen, by colour.\n"
+        "# TYPE sluice_gauged_seen_total counter\n"
+        "sluice_gauged_seen_total{lane=\"0\",element=\"g\",colour=\"red\"} 9\n");
+  CHECK_THROWS_WITH(out.gauge("gauged_other", 1),
+                    Catch::Contains("Gauged reports metric gauged_other that its spec does not declare"));
+  CHECK_THROWS_WITH(out.counter("gauged_level_items", 1), Catch::Contains("as a counter, declared a gauge"));
+  CHECK_THROWS_WITH(out.counter("gauged_seen_total", 1), Catch::Contains("with labels other than those declared"));
+  CHECK_THROWS_WITH(out.counter("gauged_seen_total", 1, {{"shade", "red"}}),
+                    Catch::Contains("with labels other than those declared"));
+}
+
 TEST_CASE("segment: call() runs jobs on the segment's thread, times out when it is stuck in a batch",
           "[control][runtime]") {
   // Unpaced (offline) input into a small ring: while its consumer is held,
@@ -628,6 +653,26 @@ TEST_CASE("metrics: /metrics passes promtool and agrees with the run summary", "
     CHECK(check.status == 0);
   } else {
     WARN("promtool is not installed (Debian package prometheus): the exposition was not linted");
+  }
+  // Every family is the engine's (docs/control.md lists those) or declared,
+  // with its type, by the spec of an element of the graph (docs/elements.md).
+  std::string control_md = read_file(std::string(SLUICE_SOURCE_DIR) + "/docs/control.md");
+  std::set<std::string> in_graph = {"TrafficGen", "Timestamp", "Filter", "Ring", "FlowTable", "GCSlicer", "FlowLog",
+                                    "RSSSource", "Discard"};
+  std::smatch type_line;
+  for (auto it = m.cbegin(); std::regex_search(it, m.cend(), type_line, std::regex("\n# TYPE sluice_(\\w+) (\\w+)"));
+       it = type_line.suffix().first) {
+    std::string name = type_line[1].str(), type = type_line[2].str();
+    INFO("metric family sluice_" << name << " (" << type << ")");
+    const MetricSpec *declared = nullptr;
+    for (const ElementSpec *spec : ElementRegistry::global().all())
+      if (const MetricSpec *d = spec->find_metric(name); d && in_graph.count(spec->name)) declared = d;
+    if (declared) {
+      CHECK(metric_kind_name(declared->kind) == type);
+    } else {  // the table names a family whole, or by its end after the first word
+      CHECK((control_md.find("`sluice_" + name + "`") != std::string::npos ||
+             control_md.find("`_" + name.substr(name.find('_') + 1) + "`") != std::string::npos));
+    }
   }
   // Every kind of metric is there.
   for (const char *family :

@@ -23,6 +23,10 @@
 # b c a, ...): `--jit --jit-cpu x86-64-v3` (jit-v3), `--no-jit` (interp) and
 # `--jit --jit-cpu host` (jit-host); VARIANTS="jit-v3 interp" leaves one out.
 # Figures are the median of REPS runs (default 3).
+# BASE=path/to/an/older/sluice adds the variants base-v3 (`--jit --jit-cpu
+# x86-64-v3`) and base-interp (`--no-jit`) run with that binary, interleaved
+# with the others, and the ratios new/base: a change's cost measured side by
+# side, e.g. BASE=/tmp/old/build/engine/sluice PARTS="probe cheap".
 #
 # Mpps per lane = the lane's "received" / "elapsed_s" of --stats-json (the
 # same figure as the "(X Mpps)" of the text summary). elapsed_s is the run
@@ -49,14 +53,19 @@ SLUICE=${SLUICE:-build/engine/sluice}
 REPS=${REPS:-3}
 FLOWS=${FLOWS:-1M}
 CHEAP_MPKTS=${CHEAP_MPKTS:-20}
-read -r -a VARS <<< "${VARIANTS:-jit-v3 interp jit-host}"
+BASE=${BASE:-}
+read -r -a VARS <<< "${VARIANTS:-jit-v3 interp jit-host${BASE:+ base-v3 base-interp}}"
 PARTS_LIST=("$@")
 [ ${#PARTS_LIST[@]} -gt 0 ] || read -r -a PARTS_LIST <<< "${PARTS:-probe probe2 cheap}"
 for p in "${PARTS_LIST[@]}"; do
   case $p in probe|probe2|cheap) ;; *) echo "unknown part '$p' (probe, probe2, cheap)" >&2; exit 2;; esac
 done
 for v in "${VARS[@]}"; do
-  case $v in jit-v3|interp|jit-host) ;; *) echo "unknown variant '$v' (jit-v3, interp, jit-host)" >&2; exit 2;; esac
+  case $v in
+    jit-v3|interp|jit-host) ;;
+    base-v3|base-interp) [ -x "$BASE" ] || { echo "variant '$v' needs BASE, an older sluice binary" >&2; exit 2; };;
+    *) echo "unknown variant '$v' (jit-v3, interp, jit-host, base-v3, base-interp)" >&2; exit 2;;
+  esac
 done
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
 TMP=$(mktemp -d)
@@ -65,14 +74,18 @@ START=$(date +%s)
 
 # x86-64-v3 code needs these; without them that variant is left out
 if ! grep -qw avx2 /proc/cpuinfo || ! grep -qw bmi2 /proc/cpuinfo || ! grep -qw fma /proc/cpuinfo; then
-  echo "note: this cpu lacks x86-64-v3 (avx2, bmi2, fma): variant jit-v3 left out"
-  v=(); for x in "${VARS[@]}"; do [ "$x" = jit-v3 ] || v+=("$x"); done; VARS=("${v[@]}")
+  echo "note: this cpu lacks x86-64-v3 (avx2, bmi2, fma): variants jit-v3 and base-v3 left out"
+  v=(); for x in "${VARS[@]}"; do [ "$x" = jit-v3 ] || [ "$x" = base-v3 ] || v+=("$x"); done; VARS=("${v[@]}")
 fi
 
 num() { case $1 in *K) echo $((${1%K} * 1024));; *M) echo $((${1%M} * 1048576));; *) echo "$1";; esac; }
 field() { grep -o "\"$2\": [0-9.e-]*" "$1" | head -1 | awk '{print $2}'; }
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-flags() { case $1 in jit-v3) echo "--jit --jit-cpu x86-64-v3";; interp) echo "--no-jit";; jit-host) echo "--jit --jit-cpu host";; esac; }
+flags() {
+  case $1 in jit-v3|base-v3) echo "--jit --jit-cpu x86-64-v3";; interp|base-interp) echo "--no-jit";;
+    jit-host) echo "--jit --jit-cpu host";; esac
+}
+binary() { case $1 in base-*) echo "$BASE";; *) echo "$SLUICE";; esac; }
 avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }
 # the variants in rep r's order: rotated by r-1
 order() { local r=$1 n=${#VARS[@]} i; for ((i = 0; i < n; i++)); do echo "${VARS[$(((i + r - 1) % n))]}"; done; }
@@ -106,12 +119,12 @@ run_point() {
   for ((r = 1; r <= REPS; r++)); do
     for v in $(order "$r"); do
       # shellcheck disable=SC2046
-      if ! "$SLUICE" run $(flags "$v") "$pipe" --stats-json "$TMP/s.json" > "$TMP/out.txt" 2> "$TMP/err.txt"; then
+      if ! "$(binary "$v")" run $(flags "$v") "$pipe" --stats-json "$TMP/s.json" > "$TMP/out.txt" 2> "$TMP/err.txt"; then
         echo "  $part $v: sluice run failed:" >&2; tail -n 5 "$TMP/err.txt" >&2; exit 1
       fi
       local el want got
       el=$(field "$TMP/s.json" elapsed_s)
-      want=jit; [ "$v" = interp ] && want=interpreter
+      want=jit; case $v in *interp) want=interpreter;; esac
       got=$(grep -o '"program": "[a-z]*"' "$TMP/s.json" | sort -u | awk -F'"' '{print $4}' | tr '\n' ' ')
       [ "$got" = "$want " ] || echo "  warning: $part $v ran programs: $got(expected $want)"
       for ((l = 0; l < lanes; l++)); do
@@ -164,6 +177,11 @@ report_point() {
       printf ' %11s %8s\n' "$(ratio "$(med "$part.$kind.$l" jit-v3)" "$(med "$part.$kind.$l" interp)")" \
         "$(ratio "$(med "$part.$kind.$l" jit-host)" "$(med "$part.$kind.$l" jit-v3)")"
     done
+  done
+  [ -z "$BASE" ] || for ((l = 0; l < lanes; l++)); do
+    printf '    lane %d against BASE: jit-v3/base-v3 %s, interp/base-interp %s\n' "$l" \
+      "$(ratio "$(med "$part.mpps.$l" jit-v3)" "$(med "$part.mpps.$l" base-v3)")" \
+      "$(ratio "$(med "$part.mpps.$l" interp)" "$(med "$part.mpps.$l" base-interp)")"
   done
   echo "  JIT compile time per segment (compile_ms), median of $REPS:"
   while read -r seg role; do
@@ -260,4 +278,13 @@ done
 for part in probe probe2 cheap; do
   [ -z "${NOISE[$part]:-}" ] || echo "  cpu time of the machine during $part: ${NOISE[$part]}"
 done
+if [ -n "$BASE" ]; then
+  echo "  against BASE ($BASE), Mpps per lane, new/base (median of $REPS each, interleaved):"
+  for part in probe probe2 cheap; do
+    [ -n "${DONE[$part]:-}" ] || continue
+    printf '    %-8s jit-v3/base-v3 %s, interp/base-interp %s (lane 0)\n' "$part" \
+      "$(ratio "$(med "$part.mpps.0" jit-v3)" "$(med "$part.mpps.0" base-v3)")" \
+      "$(ratio "$(med "$part.mpps.0" interp)" "$(med "$part.mpps.0" base-interp)")"
+  done
+fi
 echo "  total time: $(( $(date +%s) - START )) s"

@@ -47,9 +47,11 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
   for (ArgSpec &a : domain_args(domain_arg, domain_what)) spec.args.push_back(std::move(a));
   return std::move(spec)
       .arg(ArgSpec::duration("template_refresh")
-               .def("10min")
+               .def("1min")
                .range(1 * kS, 1 * kDay)
-               .describe("How often templates are resent over UDP. Not used over TCP."))
+               .describe("How often templates are resent over UDP. Not used over TCP. A collector that starts "
+                         "or restarts after the exporter can decode nothing until the next refresh, and UDP "
+                         "may lose a template: collectors expect about a minute."))
       .arg(ArgSpec::bytes("mtu")
                .def("1500")
                .range(576, 9000)

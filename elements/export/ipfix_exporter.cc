@@ -16,7 +16,8 @@ const ElementSpec &ipfix_exporter_spec() {
               "has the flow key, start and end times in milliseconds, packet and octet counts (octets at IP "
               "level), the TCP flags and flowEndReason: 1 idle timeout, 2 active timeout, 3 end of flow, 4 "
               "forced end, 5 lack of resources. Biflows from `FlowTable(direction bi)` are sent as RFC 5103 "
-              "biflows, their reverse fields under private enterprise number 29305.\n\n"
+              "biflows, their reverse fields under private enterprise number 29305, or as two uniflows "
+              "(`biflow uniflows`).\n\n"
               "Templates are sent before the data that uses them and, over UDP, again every "
               "`template_refresh`, so that a collector started later can decode. No message exceeds `mtu`. "
               "Over UDP messages leave at the pace `rate` (see below). Sequence numbers count the data "
@@ -36,7 +37,16 @@ const ElementSpec &ipfix_exporter_spec() {
       {ArgSpec::symbol("transport", {"udp", "tcp"})
            .def("udp")
            .describe("`udp`, with templates resent every `template_refresh` and messages paced at `rate`, or "
-                     "`tcp`, with templates sent once per connection.")},
+                     "`tcp`, with templates sent once per connection."),
+       ArgSpec::symbol("biflow", {"rfc5103", "uniflows"})
+           .def("rfc5103")
+           .describe("How a biflow record of `FlowTable(direction bi)` is sent. `rfc5103`: one record, the "
+                     "reverse direction's counters in RFC 5103 reverse elements (nfdump, pmacct, tshark read "
+                     "them). `uniflows`: two records of the uniflow templates, as NetFlow v9 sends them: the "
+                     "forward one as the key says, the reverse one with its endpoints swapped, each with its "
+                     "own counters and times (a direction that saw no packet sends none). For collectors "
+                     "that drop reverse elements unless configured for them (goflow2, akvorado). Records "
+                     "of `direction uni` tables go the same way in both.")},
       "domain", "observation domain");
   return spec;
 }
@@ -46,14 +56,18 @@ namespace {
 class IPFIXExporterRuntime final : public ExporterBase {
  public:
   IPFIXExporterRuntime(const Node &n, RunContext &c)
-      : ExporterBase(n, c, n.arg("transport")->value.text == "tcp", "domain") {}
+      : ExporterBase(n, c, n.arg("transport")->value.text == "tcp", "domain"),
+        uniflows_(n.arg("biflow")->value.text == "uniflows") {}
 
  protected:
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
-    ipfix::IpfixEncoderConfig cfg{domain, max_message, {}};
+    ipfix::IpfixEncoderConfig cfg{domain, max_message, {}, uniflows_};
     for (const FlowExtField *f : ctx_.flow_fields()) cfg.ext.push_back({f->slot, f->def.element_id, f->def.enterprise});
     return std::make_unique<ipfix::IpfixEncoder>(cfg);
   }
+
+ private:
+  bool uniflows_;
 };
 
 }  // namespace

@@ -42,14 +42,11 @@ int template_index(uint16_t id) {
   return id - kTemplateV4;
 }
 
-int index_for(const FlowRecord &r) { return (r.key.is_ipv6 ? 1 : 0) + (r.biflow ? 2 : 0); }
-
 }  // namespace
 
 std::span<const FieldSpec> template_fields(uint16_t template_id) { return kSpecs[template_index(template_id)]; }
 size_t record_length(uint16_t template_id) { return kRecordLen[template_index(template_id)]; }
 size_t template_record_length(uint16_t template_id) { return kTemplateLen[template_index(template_id)]; }
-uint16_t template_for(const FlowRecord &rec) { return kTemplateIds[index_for(rec)]; }
 
 size_t min_message_size() {
   size_t m = 0;
@@ -124,7 +121,18 @@ void IpfixEncoder::add_template(flow_export::MessageBuilder &b, int t) {
 void IpfixEncoder::templates(uint32_t export_time_s, flow_export::Messages &out) {
   export_time_s_ = export_time_s;
   flow_export::MessageBuilder b = builder(out, nullptr);
-  for (int t = 0; t < 4; ++t) add_template(b, t);
+  for (int t = 0; t < kinds(); ++t) add_template(b, t);
+}
+
+int IpfixEncoder::template_of(const FlowRecord &r) const {
+  return (r.key.is_ipv6 ? 1 : 0) + (r.biflow && !cfg_.uniflows ? 2 : 0);
+}
+
+void IpfixEncoder::add_record(flow_export::MessageBuilder &b, int t, const flow_export::View &v, const FlowRecord &r) {
+  size_t ext = cfg_.ext.empty() ? 0 : ext_length(r);
+  uint8_t *p = b.add(template_id(t), kRecordLen[t] + ext, true);
+  flow_export::write_data_record(p, v, kFieldsOf[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
+  if (ext) write_ext(p + kRecordLen[t], r);
 }
 
 void IpfixEncoder::encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
@@ -132,25 +140,27 @@ void IpfixEncoder::encode(const FlowRecord *recs, size_t n, uint32_t export_time
   export_time_s_ = export_time_s;
   flow_export::MessageBuilder b = builder(out, flow_records);
   if (send_templates)
-    for (int t = 0; t < 4; ++t) add_template(b, t);
+    for (int t = 0; t < kinds(); ++t) add_template(b, t);
   // Group by template, keeping the input order within a template.
   size_t count[4] = {0, 0, 0, 0};
-  for (size_t i = 0; i < n; ++i) ++count[index_for(recs[i])];
+  for (size_t i = 0; i < n; ++i) ++count[template_of(recs[i])];
   size_t start[4] = {0, count[0], count[0] + count[1], count[0] + count[1] + count[2]};
   order_.resize(n);
   size_t pos[4] = {start[0], start[1], start[2], start[3]};
-  for (size_t i = 0; i < n; ++i) order_[pos[index_for(recs[i])]++] = uint32_t(i);
+  for (size_t i = 0; i < n; ++i) order_[pos[template_of(recs[i])]++] = uint32_t(i);
 
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < kinds(); ++t) {
     if (!count[t]) continue;
     if (!(announced_ & (1u << t))) add_template(b, t);
     for (size_t k = start[t]; k < start[t] + count[t]; ++k) {
       const FlowRecord &r = recs[order_[k]];
-      flow_export::View v = flow_export::View::whole(r);
-      size_t ext = cfg_.ext.empty() ? 0 : ext_length(r);
-      uint8_t *p = b.add(template_id(t), kRecordLen[t] + ext, true);
-      flow_export::write_data_record(p, v, kFieldsOf[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
-      if (ext) write_ext(p + kRecordLen[t], r);
+      if (!r.biflow || !cfg_.uniflows) {
+        add_record(b, t, flow_export::View::whole(r), r);
+      } else {  // each direction that saw packets, as NetFlow v9 sends them
+        bool forward = r.fwd.packets || !r.rev.packets;
+        if (forward) add_record(b, t, flow_export::View::direction(r, false), r);
+        if (r.rev.packets) add_record(b, t, flow_export::View::direction(r, true), r);
+      }
       b.flow_record_done();
     }
   }

@@ -32,6 +32,14 @@
 // saw nothing still goes with a biflow template: reverse counters, flags and
 // lengths all zero.
 //
+// With `uniflows` (IPFIXExporter's `biflow uniflows`) a biflow record goes
+// as two uniflow records instead, as NetFlow v9 sends it: the forward one as
+// the key says, the reverse one with its endpoints swapped (ICMP keeps its
+// type and code), each with its own direction's counters and times; a
+// direction that saw no packet sends none. Only the uniflow templates are
+// announced then. For collectors that do not read RFC 5103 reverse elements
+// (goflow2, akvorado without a mapping).
+//
 // Sets are not padded (RFC 7011 §3.3.1 makes padding optional). No message
 // exceeds `max_message`; a batch is grouped by template, records of one
 // template going into as few data sets as the message size allows.
@@ -71,8 +79,6 @@ std::span<const FieldSpec> template_fields(uint16_t template_id);
 // Octets per data record of that template; octets of its template record.
 size_t record_length(uint16_t template_id);
 size_t template_record_length(uint16_t template_id);
-// The template a record is sent with.
-uint16_t template_for(const FlowRecord &rec);
 
 // The smallest max_message the encoder accepts: one message holding the
 // largest template record, and one holding the largest data record.
@@ -96,7 +102,8 @@ inline constexpr uint16_t kExtTemplateOffset = 4;
 struct IpfixEncoderConfig {
   uint32_t domain = 1;        // observation domain id, in every message header
   size_t max_message = 1472;  // octets of an IPFIX message: MTU - IP - UDP/TCP headers, computed by the caller
-  std::vector<IpfixExtField> ext;  // in record order
+  std::vector<IpfixExtField> ext = {};  // in record order
+  bool uniflows = false;           // biflows as two uniflow records (see the top of the file)
 };
 
 class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
@@ -125,6 +132,9 @@ class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuild
   flow_export::MessageBuilder builder(flow_export::Messages &out, std::vector<uint32_t> *flow_records);
   void add_template(flow_export::MessageBuilder &b, int t);
   uint16_t template_id(int t) const { return uint16_t(kTemplateIds[t] + (cfg_.ext.empty() ? 0 : kExtTemplateOffset)); }
+  int kinds() const { return cfg_.uniflows ? 2 : 4; }  // templates in use: kTemplateIds[0, kinds())
+  int template_of(const FlowRecord &r) const;          // the index in kTemplateIds of its records
+  void add_record(flow_export::MessageBuilder &b, int t, const flow_export::View &v, const FlowRecord &r);
   size_t ext_length(const FlowRecord &r) const;  // octets of its extension fields
   void write_ext(uint8_t *p, const FlowRecord &r) const;
 

@@ -956,6 +956,56 @@ TEST_CASE("ipfix: times exact in milliseconds, start <= end, biflows with an emp
   CHECK(rd.msgs[0].sets.back().records == 2);
 }
 
+TEST_CASE("ipfix: biflow uniflows: each direction a uniflow record, its own counters and times, endpoints swapped",
+          "[ipfix]") {
+  std::vector<FlowRecord> recs(4);
+  std::memset(recs.data(), 0, sizeof(FlowRecord) * recs.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    set_v4(recs[i].key.src_addr, 0x0a000001 + uint32_t(i));
+    set_v4(recs[i].key.dst_addr, 0xc0a80001);
+    recs[i].key.proto = 6, recs[i].key.src_port = 40000, recs[i].key.dst_port = 443;
+    recs[i].biflow = 1;
+    recs[i].reason = FlowEndReason::EndOfFlow;
+    recs[i].fwd = {2, 120, 1'700'000'000'000'000'000ull, 1'700'000'001'000'000'000ull, 60, 60, 0x02, {}};
+  }
+  // 0: both directions
+  recs[0].rev = {3, 4500, 1'700'000'000'500'000'000ull, 1'700'000'002'000'000'000ull, 1500, 1500, 0x12, {}};
+  // 1: the reverse direction saw nothing: the forward record alone
+  // 2: after an active timeout, the reverse direction alone
+  recs[2].fwd = {};
+  recs[2].rev = {1, 40, 1'700'000'005'000'000'000ull, 1'700'000'005'000'000'000ull, 40, 40, 0x10, {}};
+  // 3: ICMP: the reverse keeps its type and code, as NetFlow v9 does
+  recs[3].key.proto = 1, recs[3].key.src_port = 0, recs[3].key.dst_port = 8 << 8;
+  recs[3].rev = {1, 84, 1'700'000'000'100'000'000ull, 1'700'000'000'100'000'000ull, 84, 84, 0, {}};
+
+  ipfix::IpfixEncoderConfig cfg{1, 1472};
+  cfg.uniflows = true;
+  ipfix::IpfixEncoder e(cfg);
+  Messages out;
+  std::vector<uint32_t> completed;
+  e.encode(recs.data(), recs.size(), 1'700'000'010, true, out, &completed);
+  REQUIRE(out.size() == 1);
+  IpfixReader rd;
+  rd.read(out[0]);
+  // only the uniflow templates are announced and used
+  CHECK(rd.templates.size() == 2);
+  CHECK(rd.templates.count(ipfix::kTemplateV4) == 1);
+  CHECK(rd.templates.count(ipfix::kTemplateV6) == 1);
+  CHECK(rd.msgs[0].sets.back().id == ipfix::kTemplateV4);
+  std::vector<std::string> want = {
+      "10.0.0.1 40000 > 192.168.0.1 443 proto 6 vlan 0 reason 3 | pkts 2 octs 120 ms 1700000000000..1700000001000 flags 2 len 60..60",
+      "192.168.0.1 443 > 10.0.0.1 40000 proto 6 vlan 0 reason 3 | pkts 3 octs 4500 ms 1700000000500..1700000002000 flags 18 len 1500..1500",
+      "10.0.0.2 40000 > 192.168.0.1 443 proto 6 vlan 0 reason 3 | pkts 2 octs 120 ms 1700000000000..1700000001000 flags 2 len 60..60",
+      "192.168.0.1 443 > 10.0.0.3 40000 proto 6 vlan 0 reason 3 | pkts 1 octs 40 ms 1700000005000..1700000005000 flags 16 len 40..40",
+      "10.0.0.4 0 > 192.168.0.1 2048 proto 1 vlan 0 reason 3 | pkts 2 octs 120 ms 1700000000000..1700000001000 flags 2 len 60..60",
+      "192.168.0.1 0 > 10.0.0.4 2048 proto 1 vlan 0 reason 3 | pkts 1 octs 84 ms 1700000000100..1700000000100 flags 0 len 84..84",
+  };
+  CHECK(rd.flows == want);
+  // sequence numbers count data records; the message completes the 4 flow records
+  CHECK(e.sequence() == 6);
+  CHECK(completed == std::vector<uint32_t>{4});
+}
+
 TEST_CASE("ipfix: tshark decodes IPv4 and IPv6 uniflows and biflows, every field", "[ipfix]") {
   if (!have_tshark()) {
     WARN("skipped: tshark is not installed (apt-get install tshark)");

@@ -25,7 +25,7 @@ elementclass Meter {
           -> GCSlicer(table ft, period 1s, slices 1000) -> output;
 }
 src :: RSSSource(device "pcap:x.pcap", queues 2);
-exp :: shared IPFIXExporter(collector $COLLECTOR, transport udp, template_refresh 10min);
+exp :: shared IPFIXExporter(collector $COLLECTOR, transport udp, template_refresh 1min);
 src -> Timestamp(clock pcap) -> Ring(capacity 64K)
     -> Filter("ip or ip6") -> Meter(15s, 30min) -> exp;
 )";

@@ -36,8 +36,17 @@ const ElementSpec &flow_table_spec() {
               "timeouts of flows that see no more packets are applied by a GCSlicer that names this table "
               "(`GCSlicer(table ft)`), and those records come out of it, so a FlowTable is normally followed "
               "by its GCSlicer: `ft :: FlowTable -> GCSlicer(table ft) -> exporter`.\n\n"
-              "Packets that are not IP (or whose IP header is broken) are not metered: they are dropped and "
-              "counted as \"not ip\". With `on_full drop`, a packet that would start a flow in a full table "
+              "Octets are the IP length field's when the frame holds that many bytes. A field of 0 (a capture "
+              "of TCP segmentation offload or generic receive offload: an IPv4 total length or IPv6 payload "
+              "length of 0, unless the IPv6 next header is \"no next header\") or one that claims more bytes "
+              "than the frame holds (a bogus field) is replaced by what the frame holds from the IP header "
+              "on (its wire length, not the snap length), as tshark counts such packets; the transport "
+              "header is read as usual. An IPv4 total length shorter than the IPv4 header is malformed.\n\n"
+              "Packets without a valid IP header are not metered: they are dropped and counted by reason: "
+              "\"not ip\" (ARP, LLDP, a link layer that carries no IP), \"unsupported link type\", "
+              "\"malformed link: ...\" (truncated header, too many vlan tags, too many mpls labels, bad "
+              "header) and \"malformed ip: ...\" (truncated header, bad version, bad header length, bad "
+              "total length). With `on_full drop`, a packet that would start a flow in a full table "
               "is dropped and counted as \"flow table full\", and one whose place in the index (16 buckets from "
               "its hash, keyed at random per table so that senders cannot aim at one) is full, as \"flow probe "
               "limit\"; with `on_full evict` a flow from that place makes room instead.\n\n"
@@ -131,6 +140,27 @@ const ElementSpec &flow_table_spec() {
   return spec;
 }
 
+namespace {
+// The drop reason of a packet without a valid IP header (!is_ip()), by its
+// parse status. The statuses a packet with a valid IP header can have
+// (truncated or bad L4, too many IPv6 extension headers) never come here;
+// nor does Ok, but a packet nobody parsed (all zero) would, and it is not IP.
+const char *no_ip_header_reason(ParseStatus s) {
+  switch (s) {
+    case ParseStatus::TruncatedL2: return "malformed link: truncated header";
+    case ParseStatus::TooManyVlanTags: return "malformed link: too many vlan tags";
+    case ParseStatus::TooManyMplsLabels: return "malformed link: too many mpls labels";
+    case ParseStatus::BadLinkHeader: return "malformed link: bad header";
+    case ParseStatus::UnsupportedLinkType: return "unsupported link type";
+    case ParseStatus::TruncatedL3: return "malformed ip: truncated header";
+    case ParseStatus::BadIpVersion: return "malformed ip: bad version";
+    case ParseStatus::BadIpv4HeaderLength: return "malformed ip: bad header length";
+    case ParseStatus::BadIpTotalLength: return "malformed ip: bad total length";
+    default: return "not ip";
+  }
+}
+}  // namespace
+
 FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElement(n, c) {
   FlowCacheConfig cfg;
   cfg.capacity = uint64_t(arg("capacity").integer);
@@ -149,7 +179,13 @@ FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElemen
   cfg.evict_when_full = arg("on_full").text == "evict";
   cfg.lane = uint16_t(lane() < 0 ? 0 : lane());
   cache_ = std::make_unique<FlowCache>(cfg);
-  not_ip_ = counters.reason("not ip");
+  // Registered in this order (the summary's and the JSON's), then mapped.
+  for (ParseStatus st : {ParseStatus::NonIp, ParseStatus::UnsupportedLinkType, ParseStatus::TruncatedL2,
+                         ParseStatus::TooManyVlanTags, ParseStatus::TooManyMplsLabels, ParseStatus::BadLinkHeader,
+                         ParseStatus::TruncatedL3, ParseStatus::BadIpVersion, ParseStatus::BadIpv4HeaderLength,
+                         ParseStatus::BadIpTotalLength})
+    counters.reason(no_ip_header_reason(st));
+  for (int st = 0; st < kParseStatusCount; ++st) no_ip_header_[st] = counters.reason(no_ip_header_reason(ParseStatus(st)));
   full_ = counters.reason("flow table full");
   probe_limit_ = counters.reason("flow probe limit");
 }
@@ -161,7 +197,7 @@ void FlowTableRuntime::jit_constants(std::vector<ConstantBytes> &out) const {
   auto [begin, size] = cache_->constant_bytes();
   out.push_back({begin, size});
   out.push_back({&live_, sizeof live_});
-  out.push_back({&not_ip_, sizeof not_ip_});
+  out.push_back({no_ip_header_, sizeof no_ip_header_});
   out.push_back({&full_, sizeof full_});
   out.push_back({&probe_limit_, sizeof probe_limit_});
 }
@@ -253,7 +289,7 @@ void FlowTableRuntime::push(int, PacketBatch &batch) {
       rte_mbuf *m = batch.pkts[start + i];
       switch (outcomes[i]) {
         case FlowPacketOutcome::Counted: pass.push(m); break;
-        case FlowPacketOutcome::NotIp: drop(m, not_ip_); break;
+        case FlowPacketOutcome::NotIp: drop(m, no_ip_header_[int(metas[i]->status)]); break;
         case FlowPacketOutcome::TableFull: drop(m, full_); break;
         case FlowPacketOutcome::ProbeLimit: drop(m, probe_limit_); break;
       }

@@ -71,7 +71,10 @@ class FlowTableRuntime final : public RuntimeElement {
   uint64_t last_wall_ns_ = 0;
   size_t peak_active_ = 0;  // most flows in the table at once (after a batch)
   bool live_ = false;
-  int not_ip_ = -1, full_ = -1, probe_limit_ = -1;  // drop reasons
+  // Drop reasons: of a packet without a valid IP header, by its parse
+  // status ("not ip", "malformed ip: ..."); of one the table had no room for.
+  int no_ip_header_[kParseStatusCount] = {};
+  int full_ = -1, probe_limit_ = -1;
 };
 
 }  // namespace sluice::elements

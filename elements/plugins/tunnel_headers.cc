@@ -176,6 +176,10 @@ DecapResult decapsulate(const uint8_t *data, uint32_t caplen, uint32_t wirelen, 
   PacketMeta inner;
   sluice::parse_packet(data + in.start, p.readable - in.start, in.link, inner, p.end - in.start);
   if (!inner.is_ip()) return inner.status == ParseStatus::NonIp ? DecapResult::Unsupported : DecapResult::Malformed;
+  // The outer datagram says where the inner one ends: an inner length field
+  // of 0 or past that end (which the parser replaces by what the frame
+  // holds) is a cut or broken inner packet, not one to open.
+  if (inner.ip_length_from_frame()) return DecapResult::Malformed;
   uint16_t start = uint16_t(in.start);
   inner.l3_offset = uint16_t(inner.l3_offset + start);  // set with the IP header, 0 for raw IP
   if (inner.l4_offset) inner.l4_offset = uint16_t(inner.l4_offset + start);

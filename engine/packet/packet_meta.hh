@@ -38,7 +38,7 @@ enum class ParseStatus : uint8_t {
   TruncatedL4,            // ... inside the TCP (with options), UDP, ICMP or SCTP header
   BadIpVersion,           // version field does not match what the link layer announced
   BadIpv4HeaderLength,    // IHL below 5
-  BadIpTotalLength,       // IP length shorter than the IP headers, or longer than the frame
+  BadIpTotalLength,       // IP length shorter than the IPv4 header, or ending inside an IPv6 extension or L4 header
   BadTcpHeaderLength,     // TCP data offset below 5, or past the end of the IP datagram
   TooManyVlanTags,        // more than kMaxVlanTags
   TooManyMplsLabels,      // more than kMaxMplsLabels
@@ -85,7 +85,10 @@ struct PacketMeta {
   // 0x8847). 0 where the link layer was not read to its end.
   uint16_t ethertype;
   // IP-level length: IPv4 total length, IPv6 payload length + 40. Octet
-  // counters use it; it never exceeds the frame (else BadIpTotalLength).
+  // counters use it. It never exceeds the frame: a length field of 0 (TSO,
+  // GRO captures) or claiming more than the frame holds gives the bytes the
+  // frame holds from l3_offset on (wire length, not capture length), with
+  // kIpLengthFromFrame.
   uint32_t ip_total_length;
   uint16_t vlan_outer;  // VLAN ids (12 bits) of the first and second tag; 0 when absent
   uint16_t vlan_inner;
@@ -103,6 +106,7 @@ struct PacketMeta {
   static constexpr uint16_t kPppoe = 1 << 5;          // came through a PPPoE session
   static constexpr uint16_t kIpOptions = 1 << 6;      // IPv4 header longer than 20 bytes
   static constexpr uint16_t kIpv6ExtHeaders = 1 << 7; // IPv6 extension headers before l4_offset
+  static constexpr uint16_t kIpLengthFromFrame = 1 << 8;  // IP length field 0 or past the frame: the frame's
 
   bool is_ipv4() const { return flags & kIpv4; }
   bool is_ipv6() const { return flags & kIpv6; }
@@ -111,6 +115,7 @@ struct PacketMeta {
   bool is_first_fragment() const { return flags & kFirstFragment; }
   bool has_l4() const { return flags & kHasL4; }
   bool is_pppoe() const { return flags & kPppoe; }
+  bool ip_length_from_frame() const { return flags & kIpLengthFromFrame; }
 };
 
 static_assert(sizeof(PacketMeta) <= 64, "PacketMeta must fit one cache line");

@@ -22,6 +22,7 @@ constexpr uint8_t kProtoRouting = 43;
 constexpr uint8_t kProtoFragment = 44;
 constexpr uint8_t kProtoAh = 51;
 constexpr uint8_t kProtoIcmpv6 = 58;
+constexpr uint8_t kProtoNoNext = 59;
 constexpr uint8_t kProtoDestOpts = 60;
 constexpr uint8_t kProtoSctp = 132;
 
@@ -95,8 +96,15 @@ ParseStatus parse_ipv4(const Frame &f, uint32_t off, PacketMeta &m) {
   if (ip[0] >> 4 != 4) return ParseStatus::BadIpVersion;
   uint32_t hlen = uint32_t(ip[0] & 0x0f) * 4;
   if (hlen < 20) return ParseStatus::BadIpv4HeaderLength;
+  // The length field is believed when the frame holds it. 0 (a capture of
+  // a TCP segmentation offload's super-frame) or more than the frame holds
+  // (a bogus field): the IP length is what the frame holds, as tshark counts
+  // it. Shorter than the header: malformed.
   uint32_t total = be16(ip + 2);
-  if (total < hlen || off + total > f.wirelen) return ParseStatus::BadIpTotalLength;
+  const uint32_t held = f.wirelen - off;  // >= 20: off + 20 <= caplen <= wirelen
+  const bool from_frame = total == 0 || total > held;
+  if (from_frame) total = held;
+  if (total < hlen) return ParseStatus::BadIpTotalLength;
 
   m.src_addr[10] = m.src_addr[11] = m.dst_addr[10] = m.dst_addr[11] = 0xff;  // v4-mapped
   std::memcpy(m.src_addr + 12, ip + 12, 4);
@@ -106,6 +114,7 @@ ParseStatus parse_ipv4(const Frame &f, uint32_t off, PacketMeta &m) {
   m.ip_proto = ip[9];
   m.ip_total_length = total;
   m.flags |= PacketMeta::kIpv4;
+  if (from_frame) m.flags |= PacketMeta::kIpLengthFromFrame;
   if (hlen > 20) m.flags |= PacketMeta::kIpOptions;
   uint32_t frag_offset = be16(ip + 6) & 0x1fff;
   bool more_fragments = ip[6] & 0x20;
@@ -132,8 +141,14 @@ ParseStatus parse_ipv6(const Frame &f, uint32_t off, PacketMeta &m) {
   if (off + 40 > f.caplen) return ParseStatus::TruncatedL3;
   const uint8_t *ip = f.data + off;
   if (ip[0] >> 4 != 6) return ParseStatus::BadIpVersion;
+  // As IPv4's total length: payload length 0 (a generic receive offload's
+  // super-frame) or more than the frame holds: what the frame holds. Not
+  // with next header "no next header", where 0 is the true length (Teredo
+  // bubbles). A jumbogram (RFC 2675, payload length 0) is what its frame holds.
   uint32_t total = be16(ip + 4) + 40u;
-  if (off + total > f.wirelen) return ParseStatus::BadIpTotalLength;
+  const uint32_t held = f.wirelen - off;  // >= 40
+  const bool from_frame = (total == 40 && ip[6] != kProtoNoNext) || total > held;
+  if (from_frame) total = held;
 
   std::memcpy(m.src_addr, ip + 8, 16);
   std::memcpy(m.dst_addr, ip + 24, 16);
@@ -141,6 +156,7 @@ ParseStatus parse_ipv6(const Frame &f, uint32_t off, PacketMeta &m) {
   m.ttl = ip[7];
   m.ip_total_length = total;
   m.flags |= PacketMeta::kIpv6;
+  if (from_frame) m.flags |= PacketMeta::kIpLengthFromFrame;
 
   // Walk the extension headers; ip_proto ends as the first header that is
   // not one (the L4 protocol, ESP, or something the parser does not know).

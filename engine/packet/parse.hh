@@ -20,8 +20,9 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
 //
 // wirelen is the length of the packet on the wire (pcap's len, an mbuf's
 // pkt_len when the headers are in its first segment); 0 means caplen. It tells
-// a capture cut short by a snap length (headers present: Ok) from an IP length
-// field that claims more bytes than the frame had (BadIpTotalLength).
+// a capture cut short by a snap length (the IP length stands) from an IP
+// length field that claims more bytes than the frame had (the IP length is
+// what the frame holds: PacketMeta::kIpLengthFromFrame).
 ParseStatus parse_packet(const uint8_t *data, uint32_t caplen, LinkType link, PacketMeta &out,
                          uint32_t wirelen = 0);
 

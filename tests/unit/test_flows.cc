@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bytes_fixture.hh"
 #include "engine/export/ipfix_encoder.hh"
 #include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
@@ -399,7 +400,7 @@ TEST_CASE("flows: nfdump's nfcapd collects IPFIX biflows and NetFlow v9 equal to
   // IPFIX: one biflow per record, the whole flow's times, both directions' counters.
   std::map<std::string, std::string> got;
   for (auto &c : nfdump(dir + "/ipfix")) {
-    REQUIRE(c.size() == 11);
+    if (c.size() != 11) continue;  // tshark's own messages
     std::string key = proto_number(c[2]) + " " + canonical_addr(c[3]) + " " + c[4] + " " + canonical_addr(c[5]) + " " + c[6];
     got[key] = std::to_string(parse_ms(c[0])) + ".." + std::to_string(parse_ms(c[1])) + " " + c[7] + " " + c[8] + " " +
                c[9] + " " + c[10];
@@ -509,15 +510,189 @@ TEST_CASE("flows: on a real trace, per 5-tuple packet totals agree with tshark's
   uint64_t matched = 0;
   for (auto &[k, n] : theirs) matched += std::min(n, ours.count(k) ? ours[k] : 0);
   double agreement = double(matched) / double(theirs_total);
-  // Tolerance: 98.5% of tshark's IP packets in equal per-5-tuple totals
-  // (measured: 99.4%), and no more than 0.5% fewer packets metered than
-  // tshark sees as IP. docs/flow-accuracy.md explains each class of
-  // difference: tunnels, IPv6 extension headers, malformed IP headers,
-  // fragments.
+  // Tolerance: 99.5% of tshark's IP packets in equal per-5-tuple totals
+  // (measured: 99.59%; 99.41% when packets with a bogus IP length were
+  // dropped), and no more than 0.05% fewer packets metered than tshark sees
+  // as IP (measured: 13 of 76,414; 148 before). docs/flow-accuracy.md
+  // explains each class of difference: tunnels, IPv6 extension headers,
+  // malformed IP headers, fragments.
   INFO("tshark IP packets " << theirs_total << ", metered " << ours_total << ", agreement " << agreement);
-  CHECK(agreement >= 0.985);
+  CHECK(agreement >= 0.995);
   CHECK(ours_total <= theirs_total);
-  CHECK(double(theirs_total - ours_total) <= 0.005 * double(theirs_total));
+  CHECK(double(theirs_total - ours_total) <= 0.0005 * double(theirs_total));
+  // The bogus IP lengths of the trace all claim more than the frame holds:
+  // metered, none dropped; the drops by reason are every packet not metered.
+  std::string stats = read_file(dir + "/stats.json");
+  auto drops = [&](const std::string &reason) {
+    uint64_t n = 0;
+    std::regex count("\"name\": \"ft#[0-9]+\"[^\n]*\"" + reason + "\": ([0-9]+)");
+    for (auto it = std::sregex_iterator(stats.begin(), stats.end(), count); it != std::sregex_iterator(); ++it)
+      n += std::stoull((*it)[1].str());
+    return n;
+  };
+  CHECK(drops("malformed ip: bad total length") == 0);
+  uint64_t dropped = 0;
+  for (const char *reason : {"not ip", "unsupported link type", "malformed link: truncated header",
+                             "malformed link: too many vlan tags", "malformed link: too many mpls labels",
+                             "malformed link: bad header", "malformed ip: truncated header", "malformed ip: bad version",
+                             "malformed ip: bad header length", "malformed ip: bad total length"})
+    dropped += drops(reason);
+  CHECK(dropped + ours_total == 77165);
+  CHECK(drops("not ip") < dropped);  // malformed IP is no longer counted as "not ip"
+}
+
+namespace {
+// Frames for the IP length tests, Ethernet II, built byte by byte.
+using test::bytes::Bytes;
+using test::bytes::be16;
+using test::bytes::cat;
+using test::bytes::zeros;
+const Bytes kEtherMacs = {2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4};
+Bytes ether_frame(uint16_t type, const Bytes &payload) { return cat({kEtherMacs, be16(type), payload}); }
+// IPv4 with the total length field set to `total` (what it claims).
+// From 10.0.0.src to 10.0.0.dst.
+Bytes ipv4_claiming(uint16_t total, uint8_t proto, const Bytes &payload, uint8_t src = 1, uint8_t dst = 2) {
+  return cat({{0x45, 0}, be16(total), be16(1), be16(0x4000), {64, proto, 0, 0}, {10, 0, 0, src}, {10, 0, 0, dst},
+              payload});
+}
+Bytes ipv6_claiming(uint16_t plen, uint8_t next, const Bytes &payload) {
+  Bytes src = zeros(16), dst = zeros(16);
+  src[0] = dst[0] = 0x20, src[1] = dst[1] = 0x01, src[15] = 1, dst[15] = 2;
+  return cat({{0x60, 0, 0, 0}, be16(plen), {next, 64}, src, dst, payload});
+}
+Bytes tcp_segment(uint16_t sport, uint16_t dport, size_t payload) {
+  return cat({be16(sport), be16(dport), zeros(8), {0x50, 0x10}, zeros(6), Bytes(payload, 'x')});
+}
+Bytes udp_datagram(uint16_t sport, uint16_t dport, size_t payload) {
+  return cat({be16(sport), be16(dport), be16(uint16_t(8 + payload)), zeros(2), Bytes(payload, 'u')});
+}
+
+struct Totals {
+  uint64_t packets = 0, bytes = 0;
+  bool operator==(const Totals &) const = default;
+};
+// Packets and IP bytes per biflow_key as tshark dissects an Ethernet pcap
+// without VLAN tags: the bytes are the frame's wire length less the 14-byte
+// Ethernet header, as its conversation table counts (tshark's TSO support
+// on for IPv6 too; for IPv4 it is the default).
+std::map<std::string, Totals> tshark_totals(const std::string &pcap) {
+  Run t = run_cmd("tshark -o ipv6.tso_support:TRUE -r " + pcap +
+                  " -T fields -E separator='|' -e frame.len -e ip.src -e ip.dst -e ipv6.src -e ipv6.dst -e ip.proto"
+                  " -e ipv6.nxt -e tcp.srcport -e tcp.dstport -e udp.srcport -e udp.dstport 2>/dev/null");
+  REQUIRE(t.status == 0);
+  std::map<std::string, Totals> out;
+  std::stringstream ss(t.out);
+  std::string row;
+  while (std::getline(ss, row)) {
+    std::vector<std::string> c;
+    size_t start = 0;
+    for (size_t i = 0; i <= row.size(); ++i)
+      if (i == row.size() || row[i] == '|') c.push_back(row.substr(start, i - start)), start = i + 1;
+    if (c.size() != 11) continue;  // tshark's own messages
+    std::string src = c[1].empty() ? c[3] : c[1], dst = c[2].empty() ? c[4] : c[2];
+    if (src.empty()) continue;  // not IP to tshark
+    std::string proto = c[5].empty() ? c[6] : c[5];
+    std::string sp = c[7].empty() ? c[9] : c[7], dp = c[8].empty() ? c[10] : c[8];
+    Totals &tot = out[biflow_key(proto, src, sp.empty() ? "0" : sp, dst, dp.empty() ? "0" : dp)];
+    ++tot.packets;
+    tot.bytes += std::stoull(c[0]) - 14;
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("flows: TSO/GRO frames and bogus IP lengths are metered with the bytes the frame holds, as tshark counts, "
+          "malformed IP is dropped by reason, fused and interpreted alike", "[flows][ip-length]") {
+  if (!have("tshark")) {
+    WARN("skipped: tshark is not installed");
+    return;
+  }
+  std::string dir = scratch("ip_length");
+  std::vector<PcapRecord> recs;
+  uint64_t t = 1'700'000'000'000'000'000ull;
+  auto add = [&](const Bytes &frame, uint32_t wirelen = 0) {
+    recs.push_back({t += 1'000'000, wirelen ? wirelen : uint32_t(frame.size()), frame});
+  };
+  // Every frame is 60 bytes or more: no Ethernet padding, so tshark's IP
+  // bytes (frame less 14) are exact for the frames whose length field is
+  // right as well.
+  for (int i = 0; i < 3; ++i) {
+    add(ether_frame(0x0800, ipv4_claiming(0, 6, tcp_segment(1000, 80, 2896))));  // TSO: 2936 IP bytes
+    add(ether_frame(0x0800, ipv4_claiming(46, 6, tcp_segment(80, 1000, 6), 2, 1)));  // the ACK back, 46
+  }
+  // A TSO frame cut at 96 bytes by a snap length: the wire length counts.
+  Bytes tso = ether_frame(0x0800, ipv4_claiming(0, 6, tcp_segment(1000, 80, 1400)));
+  add(Bytes(tso.begin(), tso.begin() + 96), uint32_t(tso.size()));
+  // GRO in IPv6: payload length 0.
+  add(ether_frame(0x86dd, ipv6_claiming(0, 6, tcp_segment(2000, 443, 2000))));
+  add(ether_frame(0x86dd, ipv6_claiming(0, 6, tcp_segment(2000, 443, 1000))));
+  // Bogus lengths: 105-byte frames claiming 37,211 bytes; IPv6 claiming 1,000 more.
+  add(ether_frame(0x0800, ipv4_claiming(37211, 17, udp_datagram(53, 5353, 63))));
+  add(ether_frame(0x0800, ipv4_claiming(37211, 17, udp_datagram(5353, 53, 63), 2, 1)));
+  add(ether_frame(0x86dd, ipv6_claiming(1018, 17, udp_datagram(7, 9, 10))));
+  // Malformed: total length below the header (3), IPv6 behind EtherType
+  // IPv4 (2), IHL 4 (1), IPv4 header cut (1); and not IP: ARP (4).
+  for (int i = 0; i < 3; ++i) add(ether_frame(0x0800, ipv4_claiming(10, 6, tcp_segment(1, 2, 20), 3)));
+  for (int i = 0; i < 2; ++i) add(ether_frame(0x0800, ipv6_claiming(26, 6, tcp_segment(3, 4, 6))));
+  Bytes ihl4 = ether_frame(0x0800, ipv4_claiming(46, 6, tcp_segment(5, 6, 6), 4));
+  ihl4[14] = 0x44;
+  add(ihl4);
+  add(ether_frame(0x0800, zeros(19)));
+  for (int i = 0; i < 4; ++i) add(ether_frame(0x0806, zeros(46)));
+  write_records(dir + "/lengths.pcap", recs);
+
+  std::map<std::string, Totals> theirs = tshark_totals(dir + "/lengths.pcap");
+  // One known difference: tshark dissects an IPv6 header behind EtherType
+  // IPv4 as IPv6; Sluice's parser calls it a bad version (docs/flow-accuracy.md).
+  std::string v6_in_v4 = biflow_key("6", "2001::1", "3", "2001::2", "4");
+  CHECK(theirs[v6_in_v4] == Totals{2, 2 * 66});
+  theirs.erase(v6_in_v4);
+  // What tshark reports, as the rule says: 3 x 2936 + 1440 and 3 x 46 (the
+  // snap-cut frame by its wire length); 2060 + 1060; the frame's 91 bytes.
+  CHECK(theirs.size() == 4);
+  std::string tso_key = biflow_key("6", "10.0.0.1", "1000", "10.0.0.2", "80");
+  CHECK(theirs[tso_key] == Totals{7, 3 * 2936 + 1440 + 3 * 46});
+  CHECK(theirs[biflow_key("6", "2001::1", "2000", "2001::2", "443")] == Totals{2, 2060 + 1060});
+  CHECK(theirs[biflow_key("17", "10.0.0.1", "53", "10.0.0.2", "5353")] == Totals{2, 2 * 91});
+  CHECK(theirs[biflow_key("17", "2001::1", "7", "2001::2", "9")] == Totals{1, 58});
+
+  std::string flows_by_mode[2];
+  for (int jit = 0; jit < 2; ++jit) {
+    const char *mode = jit ? "--jit" : "--no-jit";
+    INFO(mode);
+    std::string csv = dir + "/flows" + std::to_string(jit) + ".csv", json = dir + "/stats" + std::to_string(jit) + ".json";
+    std::string cfg = write_file(dir + "/p.pipe", "RSSSource(device \"pcap:" + dir + "/lengths.pcap\")"
+                                                  " -> Timestamp(clock pcap)"
+                                                  " -> ft :: FlowTable(idle 1d, active 7d, direction bi)"
+                                                  " -> GCSlicer(table ft) -> FlowLog(\"" + csv + "\");\n");
+    Run r = run_sluice(std::string("run ") + mode + " " + cfg + " --stats-json " + json);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("every packet accounted for") != std::string::npos);
+    CHECK((r.out.find("loop fused by the JIT") != std::string::npos) == bool(jit));
+    std::map<std::string, Totals> ours;
+    for (const Line &l : read_csv(csv)) {
+      Totals &tot = ours[biflow_key(std::to_string(l.proto), l.src, std::to_string(l.sport), l.dst, std::to_string(l.dport))];
+      tot.packets += l.packets;
+      tot.bytes += l.bytes;
+    }
+    for (auto &[k, v] : theirs) UNSCOPED_INFO("tshark " << k << ": " << v.packets << " packets, " << v.bytes << " bytes");
+    for (auto &[k, v] : ours) UNSCOPED_INFO("ours " << k << ": " << v.packets << " packets, " << v.bytes << " bytes");
+    CHECK(ours == theirs);
+    std::string stats = read_file(json);
+    CHECK(element_stat(stats, "ft#0", "not ip") == 4);
+    CHECK(element_stat(stats, "ft#0", "malformed ip: bad total length") == 3);
+    CHECK(element_stat(stats, "ft#0", "malformed ip: bad version") == 2);
+    CHECK(element_stat(stats, "ft#0", "malformed ip: bad header length") == 1);
+    CHECK(element_stat(stats, "ft#0", "malformed ip: truncated header") == 1);
+    CHECK(r.out.find("dropped, malformed ip: bad total length: 3") != std::string::npos);
+    std::vector<Line> lines = read_csv(csv);
+    std::vector<std::string> text;
+    for (const Line &l : lines) text.push_back(describe(l));
+    std::sort(text.begin(), text.end());
+    for (const std::string &s : text) flows_by_mode[jit] += s + "\n";
+  }
+  CHECK(flows_by_mode[0] == flows_by_mode[1]);
 }
 
 namespace {

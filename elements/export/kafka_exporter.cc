@@ -66,6 +66,7 @@ class KafkaExporterRuntime final : public RuntimeElement {
     set("queue.buffering.max.kbytes", std::to_string(uint64_t(arg("queue").integer) / 1024));
     set("queue.buffering.max.messages", "10000000");  // the octets bound the queue, not a count
     set("compression.codec", arg("compression").text);
+    set("reconnect.backoff.max.ms", "1000");  // a broker back after an outage is found within a second
     const std::string &options = arg("options").text;
     for (size_t at = 0; at < options.size();) {
       size_t end = options.find(',', at);

@@ -347,3 +347,54 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
   CHECK(not_logged == 0);
   CHECK(after_restart > 100);
 }
+
+// Needs no broker: what a user sees with a bad property and with brokers
+// that are not there.
+TEST_CASE("kafka: a property librdkafka does not know is an error naming the element", "[kafka]") {
+  std::string dir = scratch("kafka", "bad-option");
+  std::string cfg = write_file(dir + "/p.pipe",
+                               "TrafficGen(flows 10, duration 1s) -> ft :: FlowTable -> GCSlicer(table ft)"
+                               " -> exp :: KafkaExporter(\"127.0.0.1:1\", options \"linger.ms=5,no.such.property=1\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(r.out.find("'exp") != std::string::npos);
+  CHECK(r.out.find("no.such.property") != std::string::npos);
+  cfg = write_file(dir + "/q.pipe", "TrafficGen(flows 10, duration 1s) -> ft :: FlowTable -> GCSlicer(table ft)"
+                                    " -> exp :: KafkaExporter(\"127.0.0.1:1\", options \"linger.ms\");\n");
+  r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(r.out.find("'linger.ms' is not name=value") != std::string::npos);
+}
+
+TEST_CASE("kafka: with no broker reachable every record is counted lost, the run ends on time", "[kafka]") {
+  std::string dir = scratch("kafka", "no-broker");
+  int fd, port;
+  fd = bind_loopback(SOCK_STREAM, &port);  // bound, never listening: connections are refused
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "TrafficGen(flows 300, new_flows_per_s 300, duration 3s, seed 5, rate 5Kpps) -> Timestamp(clock pcap)"
+      " -> Ring(capacity 4K) -> ft :: FlowTable(capacity 64K, idle 100ms, active 1s, direction uni)"
+      " -> GCSlicer(table ft, period 20ms, slices 4)"
+      " -> exp :: KafkaExporter(\"127.0.0.1:" + std::to_string(port) + "\", timeout 1s), log;\n"
+      "log :: FlowLog(\"" + dir + "/flows.csv\");\n");
+  auto began = std::chrono::steady_clock::now();
+  Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
+  double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  close(fd);
+  INFO(r.out);
+  CHECK(r.status == 3);
+  std::string json = read_file(dir + "/stats.json");
+  uint64_t in = stat(json, "exp#0", "records_in");
+  CHECK(in == read_csv(dir + "/flows.csv").size());  // uniflows: a line per record
+  CHECK(in > 300);
+  CHECK(stat(json, "exp#0", "records_absorbed") == 0);
+  // Timed out while the run went on; the last ones at the end of the run,
+  // after waiting 5 s at most.
+  CHECK(stat(json, "exp#0", "delivery timed out") + stat(json, "exp#0", "not sent before the end") == in);
+  CHECK(stat(json, "exp#0", "delivery timed out") > 0);
+  CHECK(r.out.find("dropped, ring full") == std::string::npos);  // the lane never waited
+  CHECK(r.out.find("Connection refused") != std::string::npos);   // said, with the cause
+  CHECK(run_s < 15);  // about 3 s of traffic, 5 s of drain at most, slack for a loaded machine
+}

@@ -6,6 +6,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
@@ -248,14 +249,18 @@ class KafkaExporterRuntime final : public RuntimeElement {
   static void on_error(rd_kafka_t *, int err, const char *reason, void *opaque) {
     auto *self = static_cast<KafkaExporterRuntime *>(opaque);
     ++self->broker_errors_;
-    self->note_error(std::string(rd_kafka_err2name(rd_kafka_resp_err_t(err))) + ": " + reason);
+    const char *kind = rd_kafka_err2name(rd_kafka_resp_err_t(err));
+    self->note_error(std::string(kind) + ": " + reason, kind);
   }
-  // Printed once for each kind in kErrorQuietNs: an outage is not a flood.
-  void note_error(const std::string &what) {
+  // Printed once for each kind in kErrorQuietNs (the text varies: counts
+  // of suppressed repeats): an outage is not a flood.
+  void note_error(const std::string &what, const std::string &kind = "") {
     last_error_ = what;
+    const std::string &key = kind.empty() ? what : kind;
     uint64_t now = mono_ns();
-    if (what == printed_error_ && now - printed_ns_ < kErrorQuietNs) return;
-    printed_error_ = what, printed_ns_ = now;
+    auto [it, added] = printed_ns_.try_emplace(key, now);
+    if (!added && now - it->second < kErrorQuietNs) return;
+    it->second = now;
     fprintf(stderr, "KafkaExporter '%s': %s\n", name().c_str(), what.c_str());
   }
 
@@ -268,8 +273,9 @@ class KafkaExporterRuntime final : public RuntimeElement {
   uint64_t records_ = 0, sequence_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by record id, the messages' opaque
   uint64_t delivered_ = 0, delivered_bytes_ = 0, delivery_errors_ = 0, broker_errors_ = 0;
-  uint64_t last_poll_ns_ = 0, drain_deadline_ns_ = 0, printed_ns_ = 0;
-  std::string last_error_, printed_error_;
+  uint64_t last_poll_ns_ = 0, drain_deadline_ns_ = 0;
+  std::string last_error_;
+  std::map<std::string, uint64_t> printed_ns_;  // by kind: when last printed
   int queue_full_, timed_out_, failed_, abandon_reason_ = -1;
 };
 

@@ -220,12 +220,14 @@ TEST_CASE("kafka: a consumer reads back from a real broker the records FlowLog w
     return;
   }
   // Offline traffic over 2 lanes, an exporter per lane, biflows: the
-  // records' two directions are two messages, as they are two lines.
+  // records' two directions are two messages, as they are two lines. The
+  // end-of-run burst (about 1.1 MB per lane) overflows a 1 MB queue: offline
+  // input waits for room instead of losing records.
   std::string cfg = write_file(
       dir + "/p.pipe",
       "TrafficGen(flows 2000, new_flows_per_s 1000, duration 3s, seed 7, ipv6 0.3, udp 0.3, queues 2)\n"
       " -> Timestamp(clock pcap) -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction bi)"
-      " -> GCSlicer(table ft) -> exp :: KafkaExporter(\"" + broker.address() + "\", topic flows), log;\n"
+      " -> GCSlicer(table ft) -> exp :: KafkaExporter(\"" + broker.address() + "\", topic flows, queue 1MB), log;\n"
       "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
   Run r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json");
   INFO(r.out);

@@ -1,15 +1,15 @@
 // KafkaExporter: flow records as JSON messages (goflow2's keys) to a Kafka
 // topic, through librdkafka's producer. Nothing here waits for a broker on
-// a lane: produce() only queues the message in librdkafka (its own threads
-// talk to the brokers), a full queue loses the record, counted, and the
-// delivery reports are served by rd_kafka_poll(0) from tick().
+// a live lane: produce() only queues the message in librdkafka (its own
+// threads talk to the brokers), a full queue loses the record, counted, and
+// the delivery reports are served by rd_kafka_poll(0) from tick(). Offline
+// input alone waits for room in the queue, as the flow exporters do.
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <stdexcept>
-#include <thread>
 #include <unordered_map>
 
 #include "elements/export/flow_json.hh"

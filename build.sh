@@ -22,7 +22,9 @@ PACKAGES=(build-essential cmake ninja-build pkg-config
           help2man dpkg-dev file  # the man page from the CLI's help; the .deb (CPack, dpkg-shlibdeps)
           graphviz tshark tcpdump
           prometheus  # promtool checks the metrics endpoint's output
-          nfdump pmacct softflowd)  # collectors and a flow meter the tests and benchmarks compare with
+          nfdump pmacct softflowd  # collectors and a flow meter the tests and benchmarks compare with
+          librdkafka-dev  # KafkaExporter's producer
+          default-jre-headless maven)  # the Kafka broker the tests start (tests/kafka/fetch_kafka.sh)
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

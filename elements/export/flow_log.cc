@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "elements/export/flow_json.hh"
 #include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/record_file.hh"
@@ -153,7 +154,7 @@ class FlowLogRuntime final : public RuntimeElement {
       const FlowRecord &r = batch.recs[i];
       uint32_t lines = 1;
       write(r, r.fwd, false);
-      if (r.biflow && r.rev.packets) write(r, r.rev, true), ++lines;
+      if (flow_json_directions(r) == 2) write(r, r.rev, true), ++lines;
       file_.end_record(lines);
     }
     batch.count = 0;
@@ -171,48 +172,29 @@ class FlowLogRuntime final : public RuntimeElement {
   }
 
   void write(const FlowRecord &r, const FlowCounters &c, bool reverse) {
+    if (jsonl_) {
+      line_.clear();
+      append_flow_json(line_, r, reverse, FlowJsonKeys::FlowLog, fields_);
+      line_ += '\n';
+      file_.append(line_.data(), line_.size());
+      return;
+    }
     const FlowKey &k = r.key;
     bool v6 = k.is_ipv6;
     std::string src = address(reverse ? k.dst_addr : k.src_addr, v6), dst = address(reverse ? k.src_addr : k.dst_addr, v6);
     unsigned sport = reverse ? k.dst_port : k.src_port, dport = reverse ? k.src_port : k.dst_port;
     unsigned long long start = c.first_ns / 1000000, end = c.last_ns / 1000000;
     char line[512];
-    int n;
-    if (jsonl_)
-      n = snprintf(line, sizeof line,
-                   "{\"start_ms\": %llu, \"end_ms\": %llu, \"proto\": %u, \"src\": \"%s\", \"sport\": %u, \"dst\": \"%s\", "
-                   "\"dport\": %u, \"packets\": %llu, \"bytes\": %llu, \"tcp_flags\": %u, \"end_reason\": \"%s\", "
-                   "\"vlan\": %u, \"lane\": %u",
-                   start, end, k.proto, src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets,
-                   (unsigned long long)c.octets, c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
-    else
-      n = snprintf(line, sizeof line, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u", start, end, k.proto,
-                   src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets, (unsigned long long)c.octets,
-                   c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
+    int n = snprintf(line, sizeof line, "%llu,%llu,%u,%s,%u,%s,%u,%llu,%llu,%u,%s,%u,%u", start, end, k.proto,
+                     src.c_str(), sport, dst.c_str(), dport, (unsigned long long)c.packets, (unsigned long long)c.octets,
+                     c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
     file_.append(line, size_t(std::min<int>(n, int(sizeof line) - 1)));
-    if (fields_.empty()) {
-      file_.append(jsonl_ ? "}\n" : "\n", jsonl_ ? 2 : 1);
-      return;
-    }
     std::string ext;
-    for (const FlowExtField *f : fields_) {
-      std::string v = flow_ext_text(r, *f);
-      if (!jsonl_) {
-        ext += ',' + v;
-      } else if (!v.empty()) {
-        bool text = f->slot.kind == FlowExtKind::Text;
-        ext += std::string(", \"") + f->def.name + "\": " + (text ? "\"" + json_text(v) + "\"" : v);
-      }
-    }
-    ext += jsonl_ ? "}\n" : "\n";
+    for (const FlowExtField *f : fields_) ext += ',' + flow_ext_text(r, *f);
+    ext += '\n';
     file_.append(ext.data(), ext.size());
   }
-  // flow_ext_text's \xHH escapes, for JSON: the backslash doubled.
-  static std::string json_text(const std::string &v) {
-    std::string out;
-    for (char c : v) out += c == '\\' ? "\\\\" : std::string(1, c);
-    return out;
-  }
+  std::string line_;  // a jsonl line, reused
   std::vector<const FlowExtField *> fields_;
 
   std::string path_;

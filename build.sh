@@ -75,8 +75,11 @@ sanitized_tests() {
      SLUICE_SOAK_RELOADS=40 ctest --output-on-failure -j "$JOBS")
   sanitized_build "$tsan" thread
   echo "== the reload and control tests under ThreadSanitizer"
+  # Not the Kafka ones: librdkafka starts its threads with C11 thrd_create,
+  # which glibc runs without going through pthread_create, so TSan never
+  # registers them and crashes in its allocator on their first malloc.
   (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 SLUICE_SOAK_RELOADS=30 \
-     ctest --output-on-failure -j "$JOBS" -R 'reload|ctl|control')
+     ctest --output-on-failure -j "$JOBS" -R 'reload|ctl|control' -E 'Kafka')
 }
 
 sanitized_build() {  # DIR SANITIZERS: the tests and what they run, nothing else

@@ -1,7 +1,5 @@
 #include "elements/export/flow_json.hh"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -9,13 +7,6 @@
 namespace sluice::elements {
 
 namespace {
-
-std::string address(const uint8_t *a, bool v6) {
-  char buf[INET6_ADDRSTRLEN];
-  if (!v6) inet_ntop(AF_INET, a + 12, buf, sizeof buf);
-  else inet_ntop(AF_INET6, a, buf, sizeof buf);
-  return buf;
-}
 
 // goflow2's names for the protocols it names; any other as its number.
 std::string protocol_name(uint8_t proto) {
@@ -43,7 +34,8 @@ void append_flow_json(std::string &out, const FlowRecord &r, bool reverse, FlowJ
   const FlowKey &k = r.key;
   const FlowCounters &c = reverse ? r.rev : r.fwd;
   bool v6 = k.is_ipv6;
-  std::string src = address(reverse ? k.dst_addr : k.src_addr, v6), dst = address(reverse ? k.src_addr : k.dst_addr, v6);
+  std::string src = flow_address_text(reverse ? k.dst_addr : k.src_addr, v6),
+              dst = flow_address_text(reverse ? k.src_addr : k.dst_addr, v6);
   unsigned sport = reverse ? k.dst_port : k.src_port, dport = reverse ? k.src_port : k.dst_port;
   char buf[640];
   int n;

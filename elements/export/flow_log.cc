@@ -1,5 +1,3 @@
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -90,13 +88,6 @@ const ElementSpec &flow_log_spec() {
 
 namespace {
 
-std::string address(const uint8_t *a, bool v6) {
-  char buf[INET6_ADDRSTRLEN];
-  if (!v6) inet_ntop(AF_INET, a + 12, buf, sizeof buf);
-  else inet_ntop(AF_INET6, a, buf, sizeof buf);
-  return buf;
-}
-
 class FlowLogRuntime final : public RuntimeElement {
   static constexpr size_t kBlock = 1 << 20;  // as stdio's buffer was
 
@@ -181,7 +172,8 @@ class FlowLogRuntime final : public RuntimeElement {
     }
     const FlowKey &k = r.key;
     bool v6 = k.is_ipv6;
-    std::string src = address(reverse ? k.dst_addr : k.src_addr, v6), dst = address(reverse ? k.src_addr : k.dst_addr, v6);
+    std::string src = flow_address_text(reverse ? k.dst_addr : k.src_addr, v6),
+              dst = flow_address_text(reverse ? k.src_addr : k.dst_addr, v6);
     unsigned sport = reverse ? k.dst_port : k.src_port, dport = reverse ? k.src_port : k.dst_port;
     unsigned long long start = c.first_ns / 1000000, end = c.last_ns / 1000000;
     char line[512];

@@ -1,7 +1,5 @@
 #include "engine/control/probe_control.hh"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -10,6 +8,7 @@
 
 #include "engine/base/diagnostics.hh"
 #include "engine/control/control_socket.hh"
+#include "engine/flow/flow_record.hh"
 #include "engine/placement/plan_format.hh"
 
 namespace sluice {
@@ -48,9 +47,8 @@ std::string handler_names(const ElementSpec &spec) {
 }
 
 std::string address_text(const uint8_t *a, bool v6, uint16_t port) {
-  char buf[INET6_ADDRSTRLEN];
-  inet_ntop(v6 ? AF_INET6 : AF_INET, v6 ? a : a + 12, buf, sizeof buf);  // IPv4 is v4-mapped
-  return (v6 ? "[" + std::string(buf) + "]" : std::string(buf)) + ":" + std::to_string(port);
+  std::string addr = flow_address_text(a, v6);
+  return (v6 ? "[" + addr + "]" : addr) + ":" + std::to_string(port);
 }
 
 std::string proto_text(uint8_t p) {

@@ -1,5 +1,7 @@
 #include "engine/flow/flow_record.hh"
 
+#include <arpa/inet.h>
+
 namespace sluice {
 
 const char *flow_end_reason_name(FlowEndReason r) {
@@ -11,6 +13,12 @@ const char *flow_end_reason_name(FlowEndReason r) {
     case FlowEndReason::LackOfResources: return "lack of resources";
   }
   return "unknown";
+}
+
+std::string flow_address_text(const uint8_t addr[16], bool ipv6) {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(ipv6 ? AF_INET6 : AF_INET, ipv6 ? addr : addr + 12, buf, sizeof buf);
+  return buf;
 }
 
 }  // namespace sluice

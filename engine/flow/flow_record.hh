@@ -3,6 +3,7 @@
 // copyable, so that records move between threads through rings by value.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "engine/flow/flow_extension.hh"
@@ -18,6 +19,10 @@ enum class FlowEndReason : uint8_t {
   LackOfResources = 5,  // evicted from a full table
 };
 const char *flow_end_reason_name(FlowEndReason r);  // "idle timeout", "active timeout", ...
+
+// An address of a FlowKey as text ("10.0.0.1", "2001:db8::1"): IPv4 from
+// its v4-mapped form.
+std::string flow_address_text(const uint8_t addr[16], bool ipv6);
 
 // The fields that identify a flow. Addresses as in PacketMeta (network byte
 // order, IPv4 v4-mapped); ports in host byte order (ICMP: 0 and

@@ -15,7 +15,7 @@ if [ ! -x "$BIN" ]; then
   GO=$(command -v go || true)
   [ -n "$GO" ] || [ ! -x /usr/local/go/bin/go ] || GO=/usr/local/go/bin/go
   if [ -z "$GO" ]; then
-    echo "no Go toolchain to build goflow2 $VERSION with (apt-get install golang-go, Go 1.21 or later)" >&2
+    echo "no Go toolchain to build goflow2 $VERSION with (it needs Go 1.23 or later; Debian 12's golang-go is 1.19)" >&2
     exit 1
   fi
   mkdir -p "$CACHE"

@@ -73,6 +73,12 @@ inline std::string canonical_addr(std::string a) {
   return a;
 }
 
+// A protocol as collectors print it (nfdump's "TCP", goflow2's "IPv6-ICMP")
+// as its number; a number stays as it is.
+inline std::string proto_number(const std::string &p) {
+  return p == "TCP" ? "6" : p == "UDP" ? "17" : p == "ICMP" ? "1" : p == "IPv6-ICMP" ? "58" : p;
+}
+
 // The key both count by: protocol and the two endpoints, unordered; ports
 // only for TCP, UDP and SCTP (ICMP's type and code are not ports to tshark).
 inline std::string biflow_key(const std::string &proto, const std::string &a, std::string ap, const std::string &b,

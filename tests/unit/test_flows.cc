@@ -340,7 +340,6 @@ std::vector<std::string> split(const std::string &s, char sep) {
   return out;
 }
 
-std::string proto_number(const std::string &p) { return p == "TCP" ? "6" : p == "UDP" ? "17" : p; }
 
 // "2023-11-14 22:13:20.014" (UTC) -> ms since the epoch
 uint64_t parse_ms(const std::string &t) {

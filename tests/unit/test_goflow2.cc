@@ -41,10 +41,6 @@ std::string json_value(const std::string &line, const std::string &key) {
   return m[2].matched ? m[2].str() : m[3].str();
 }
 
-std::string proto_number(const std::string &p) {
-  return p == "TCP" ? "6" : p == "UDP" ? "17" : p == "ICMP" ? "1" : p == "IPv6-ICMP" ? "58" : p;
-}
-
 // The lines goflow2 wrote to `path` once there are `want`, or after 30 s
 // (it decodes as it receives, and may lag behind on a loaded machine).
 std::vector<std::string> goflow2_lines(const std::string &path, size_t want) {

@@ -708,99 +708,43 @@ TEST_CASE("reload: a replaced PcapSink appends, one that cannot is refused", "[r
   CHECK(std::is_sorted(times.begin(), times.end()));  // the old sink's last packets before the new one's first
 }
 
-// Issue 13, finding 12: removing an exporter whose collector does not read
-// paused every lane for the 2 s its flush waited at the switch (100K packets
-// dropped). Its flush no longer waits: what it holds drains off the data
-// path, and what cannot go is counted lost.
-TEST_CASE("reload: removing an exporter whose collector does not read stalls no lane", "[reload][collectors]") {
-  std::string dir = test::scratch("reload", "silent_collector");
-  test::SilentTcpCollector collector;
-  // Paced (live) lanes of short flows that expire at once: records all the
-  // time, more than the collector's and the socket's buffers hold.
-  auto graph = [&](bool with_exporter) {
-    return "src :: TrafficGen(flows 2K, new_flows_per_s 20K, duration 60s, sizes [64B], seed 5, udp 1, "
-           "flow_size_max 2, queues 2, rate 40Kpps);\n"
-           "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n" +
-           (with_exporter ? "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(collector.port) +
-                                ", transport tcp, queue 32MB);\ngc -> exp;\n"
-                          : std::string()) +
-           "src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> ft :: FlowTable(capacity 64K, idle 10ms, active 1s)"
-           " -> gc :: GCSlicer(table ft, period 10ms, slices 10) -> log;\n";
-  };
-  std::string diags;
-  RunningProbe probe(graph(true));
-  Runtime &rt = *probe.rt;
-  // Until the exporter holds messages it cannot send (records in, neither
-  // sent nor lost).
-  auto held = [&] {
-    auto lock = rt.structure_lock();
-    const RuntimeElement *exp = rt.find("exp");
-    REQUIRE(exp);
-    return int64_t(exp->counters.records_in.get()) - int64_t(exp->counters.records_absorbed.get()) -
-           int64_t(exp->counters.records_dropped());
-  };
-  for (int i = 0; i < 3000 && held() < 20000; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  REQUIRE(held() >= 20000);
+namespace {
 
-  auto next = compile(graph(false), &diags);
-  INFO(diags);
-  REQUIRE(next);
-  ReloadOutcome o = rt.reload(next, false);
-  INFO(o.error);
-  REQUIRE(o.applied);
-  CHECK(o.plan.find("exp")->action == ReloadAction::Remove);
-  REQUIRE(o.lane_pause_ns.size() == 2);
-  for (uint64_t p : o.lane_pause_ns) CHECK(p < 1'000'000'000ull);  // the flush waited 2 s here
-  CHECK(rt.replaced_held() >= 1);  // the exporter, draining off the data path
-  // It gives up on its collector by itself (TCP: 2 s), its rest counted.
-  for (int i = 0; i < 1500 && rt.replaced_held() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(rt.replaced_held() == 0);
-  rt.request_stop();
-  probe.wait_end();
-  RunTotals t = rt.totals();
-  CHECK(t.balanced());
-  CHECK(t.dropped == 0);  // no lane lost a packet for it
-  RecordTotals r = rt.record_totals();
-  CHECK(r.balanced());
+// What a reload that removed an exporter left: its outcome, the run's
+// totals and the replaced instances' counts, and the records lost as "not
+// sent before removal".
+struct ExporterRemoval {
+  ReloadOutcome outcome;
+  RunTotals totals;
+  RecordTotals records;
+  std::vector<RetiredTotal> replaced;
   uint64_t not_sent = 0;
-  for (const auto &[reason, n] : r.lost_by_reason)
-    if (reason == "not sent before removal") not_sent = n;
-  CHECK(not_sent > 0);
-  // The removed exporter: every record it took was sent or counted lost.
-  bool found = false;
-  for (const RetiredTotal &x : rt.replaced())
-    if (x.name == "exp") {
-      found = true;
-      CHECK(x.counters.records_in == x.counters.records_absorbed + x.counters.records_dropped());
-    }
-  CHECK(found);
-}
+};
 
-// KafkaExporter's removal: an exporter on each lane holding messages for
-// brokers that refuse connections is removed by a reload. Its flush at the
-// switch does not wait (the lanes pause briefly); its queue has 5 s off the
-// data path, then what is left is counted "not sent before removal".
-TEST_CASE("reload: removing a KafkaExporter whose brokers are away stalls no lane, its queue is counted", "[reload][kafka]") {
-  std::string dir = test::scratch("reload", "kafka_removed");
-  int port = 0;
-  int fd = test::bind_loopback(SOCK_STREAM, &port);  // bound, never listening: connections refused
+// Paced (live) lanes of short flows that expire at once, records all the
+// time, into a FlowLog and into `exporter` (its declaration, the element
+// `exp`, fed by `gc`). Once its instances `instances` hold 20,000 records
+// they cannot send (neither sent nor lost), a reload removes it. Checks what
+// holds for any exporter: no lane paused for 1 s or lost a packet, the
+// removed instances drained off the data path and let go by themselves,
+// packets and records balance.
+ExporterRemoval remove_a_held_exporter(const std::string &dir, const std::string &exporter,
+                                       const std::vector<std::string> &instances) {
   auto graph = [&](bool with_exporter) {
     return "src :: TrafficGen(flows 2K, new_flows_per_s 20K, duration 60s, sizes [64B], seed 5, udp 1, "
            "flow_size_max 2, queues 2, rate 40Kpps);\n"
            "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n" +
-           (with_exporter ? "exp :: KafkaExporter(\"127.0.0.1:" + std::to_string(port) + "\");\ngc -> exp;\n"
-                          : std::string()) +
+           (with_exporter ? exporter + "\ngc -> exp;\n" : std::string()) +
            "src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> ft :: FlowTable(capacity 64K, idle 10ms, active 1s)"
            " -> gc :: GCSlicer(table ft, period 10ms, slices 10) -> log;\n";
   };
   std::string diags;
   RunningProbe probe(graph(true));
   Runtime &rt = *probe.rt;
-  // Until the exporters hold records they cannot deliver.
   auto held = [&] {
     auto lock = rt.structure_lock();
     int64_t n = 0;
-    for (const char *name : {"exp#0", "exp#1"}) {
+    for (const std::string &name : instances) {
       const RuntimeElement *exp = rt.find(name);
       REQUIRE(exp);
       n += int64_t(exp->counters.records_in.get()) - int64_t(exp->counters.records_absorbed.get()) -
@@ -814,33 +758,71 @@ TEST_CASE("reload: removing a KafkaExporter whose brokers are away stalls no lan
   auto next = compile(graph(false), &diags);
   INFO(diags);
   REQUIRE(next);
-  ReloadOutcome o = rt.reload(next, false);
-  INFO(o.error);
-  REQUIRE(o.applied);
-  REQUIRE(o.lane_pause_ns.size() == 2);
-  for (uint64_t p : o.lane_pause_ns) CHECK(p < 1'000'000'000ull);
-  CHECK(rt.replaced_held() >= 1);  // the exporters, draining off the data path
+  ExporterRemoval out;
+  out.outcome = rt.reload(next, false);
+  INFO(out.outcome.error);
+  REQUIRE(out.outcome.applied);
+  REQUIRE(out.outcome.lane_pause_ns.size() == 2);
+  for (uint64_t p : out.outcome.lane_pause_ns) CHECK(p < 1'000'000'000ull);
+  CHECK(rt.replaced_held() >= 1);  // the exporter, draining off the data path
   for (int i = 0; i < 1500 && rt.replaced_held() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(rt.replaced_held() == 0);  // given up after 5 s
+  CHECK(rt.replaced_held() == 0);  // it gave up by itself
   rt.request_stop();
   probe.wait_end();
+  out.totals = rt.totals();
+  CHECK(out.totals.balanced());
+  CHECK(out.totals.dropped == 0);  // no lane lost a packet for it
+  out.records = rt.record_totals();
+  CHECK(out.records.balanced());
+  for (const auto &[reason, n] : out.records.lost_by_reason)
+    if (reason == "not sent before removal") out.not_sent = n;
+  out.replaced = rt.replaced();
+  return out;
+}
+
+}  // namespace
+
+// Issue 13, finding 12: removing an exporter whose collector does not read
+// paused every lane for the 2 s its flush waited at the switch (100K packets
+// dropped). Its flush no longer waits: what it holds drains off the data
+// path (TCP: 2 s), and what cannot go is counted lost.
+TEST_CASE("reload: removing an exporter whose collector does not read stalls no lane", "[reload][collectors]") {
+  std::string dir = test::scratch("reload", "silent_collector");
+  test::SilentTcpCollector collector;
+  ExporterRemoval x = remove_a_held_exporter(
+      dir, "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(collector.port) + ", transport tcp, queue 32MB);",
+      {"exp"});
+  CHECK(x.outcome.plan.find("exp")->action == ReloadAction::Remove);
+  CHECK(x.not_sent > 0);
+  // The removed exporter: every record it took was sent or counted lost.
+  bool found = false;
+  for (const RetiredTotal &r : x.replaced)
+    if (r.name == "exp") {
+      found = true;
+      CHECK(r.counters.records_in == r.counters.records_absorbed + r.counters.records_dropped());
+    }
+  CHECK(found);
+}
+
+// KafkaExporter's removal: an exporter on each lane holding messages for
+// brokers that refuse connections is removed by a reload. Its flush at the
+// switch does not wait (the lanes pause briefly); its queue has 5 s off the
+// data path, then what is left is counted "not sent before removal".
+TEST_CASE("reload: removing a KafkaExporter whose brokers are away stalls no lane, its queue is counted", "[reload][kafka]") {
+  std::string dir = test::scratch("reload", "kafka_removed");
+  int port = 0;
+  int fd = test::bind_loopback(SOCK_STREAM, &port);  // bound, never listening: connections refused
+  ExporterRemoval x =
+      remove_a_held_exporter(dir, "exp :: KafkaExporter(\"127.0.0.1:" + std::to_string(port) + "\");", {"exp#0", "exp#1"});
   close(fd);
-  RunTotals t = rt.totals();
-  CHECK(t.balanced());
-  CHECK(t.dropped == 0);  // no lane lost a packet for it
-  RecordTotals r = rt.record_totals();
-  CHECK(r.balanced());
-  uint64_t not_sent = 0;
-  for (const auto &[reason, n] : r.lost_by_reason)
-    if (reason == "not sent before removal") not_sent = n;
-  CHECK(not_sent >= 20000);
+  CHECK(x.not_sent >= 20000);
   int found = 0;
-  for (const RetiredTotal &x : rt.replaced())
-    if (x.class_name == "KafkaExporter") {
+  for (const RetiredTotal &r : x.replaced)
+    if (r.class_name == "KafkaExporter") {
       ++found;
-      INFO(x.name << " lane " << x.lane);
-      CHECK(x.counters.records_absorbed == 0);
-      CHECK(x.counters.records_in == x.counters.records_dropped());
+      INFO(r.name << " lane " << r.lane);
+      CHECK(r.counters.records_absorbed == 0);
+      CHECK(r.counters.records_in == r.counters.records_dropped());
     }
   CHECK(found == 2);  // one per lane
 }

@@ -100,11 +100,13 @@ class FlowLogRuntime final : public RuntimeElement {
     file_.set_rotation({uint64_t(arg("rotate_size").integer), uint64_t(arg("rotate_every").integer),
                         unsigned(arg("keep").integer)});
     fields_ = c.flow_fields();
+    optional_ = c.record_fields();
   }
 
   void prepare() override {
     bool written_before = ctx_.claim_output_file(path_, name());
     std::string header = "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane";
+    for (const std::string &column : optional_flow_columns(optional_)) header += "," + column;
     for (const FlowExtField *f : fields_) header += std::string(",") + f->def.column;
     file_.open(path_, replace_ && !written_before ? RecordFile::Open::Replace : RecordFile::Open::Append,
                jsonl_ ? "" : header + "\n");
@@ -165,7 +167,7 @@ class FlowLogRuntime final : public RuntimeElement {
   void write(const FlowRecord &r, const FlowCounters &c, bool reverse) {
     if (jsonl_) {
       line_.clear();
-      append_flow_json(line_, r, reverse, FlowJsonKeys::FlowLog, fields_);
+      append_flow_json(line_, r, reverse, FlowJsonKeys::FlowLog, fields_, optional_);
       line_ += '\n';
       file_.append(line_.data(), line_.size());
       return;
@@ -182,12 +184,14 @@ class FlowLogRuntime final : public RuntimeElement {
                      c.tcp_flags, flow_end_reason_name(r.reason), k.vlan, r.lane);
     file_.append(line, size_t(std::min<int>(n, int(sizeof line) - 1)));
     std::string ext;
+    append_optional_flow_csv(ext, r, reverse, optional_);
     for (const FlowExtField *f : fields_) ext += ',' + flow_ext_text(r, *f);
     ext += '\n';
     file_.append(ext.data(), ext.size());
   }
   std::string line_;  // a jsonl line, reused
   std::vector<const FlowExtField *> fields_;
+  FlowFieldSet optional_ = 0;  // the optional fields of the graph's tables
 
   std::string path_;
   bool jsonl_ = false, replace_ = false;

@@ -61,7 +61,7 @@ class IPFIXExporterRuntime final : public ExporterBase {
 
  protected:
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
-    ipfix::IpfixEncoderConfig cfg{domain, max_message, {}, uniflows_};
+    ipfix::IpfixEncoderConfig cfg{domain, max_message, {}, uniflows_, ctx_.record_fields()};
     for (const FlowExtField *f : ctx_.flow_fields()) cfg.ext.push_back({f->slot, f->def.element_id, f->def.enterprise});
     return std::make_unique<ipfix::IpfixEncoder>(cfg);
   }

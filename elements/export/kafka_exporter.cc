@@ -44,6 +44,7 @@ class KafkaExporterRuntime final : public RuntimeElement {
     counters.reason("not sent before the end", true);
     counters.reason("not sent before removal", true);
     fields_ = c.flow_fields();
+    optional_ = c.record_fields();
   }
   ~KafkaExporterRuntime() override {
     if (!rk_) return;
@@ -178,7 +179,7 @@ class KafkaExporterRuntime final : public RuntimeElement {
     uint64_t id = ++records_;
     for (int d = 0; d < directions; ++d) {
       message_.clear();
-      append_flow_json(message_, r, d == 1, FlowJsonKeys::GoFlow2, fields_, {now_ns, sequence_ + 1});
+      append_flow_json(message_, r, d == 1, FlowJsonKeys::GoFlow2, fields_, optional_, {now_ns, sequence_ + 1});
       int lost = produce(message_, id);
       if (lost < 0) {
         ++sequence_;
@@ -266,6 +267,7 @@ class KafkaExporterRuntime final : public RuntimeElement {
 
   std::string brokers_, topic_name_;
   std::vector<const FlowExtField *> fields_;
+  FlowFieldSet optional_ = 0;  // the optional fields of the graph's tables
   rd_kafka_t *rk_ = nullptr;
   rd_kafka_topic_t *topic_ = nullptr;
   bool offline_ = false;

@@ -2,6 +2,7 @@
 
 #include "elements/export/exporter_base.hh"
 #include "engine/export/netflow_v9_encoder.hh"
+#include "engine/runtime/run_context.hh"
 
 namespace sluice::elements {
 
@@ -38,6 +39,7 @@ class NetFlowV9ExporterRuntime final : public ExporterBase {
     netflow_v9::NetFlowV9EncoderConfig cfg;
     cfg.source_id = source_id;
     cfg.max_message = max_message;
+    cfg.fields = ctx_.record_fields();
     return std::make_unique<netflow_v9::NetFlowV9Encoder>(cfg);
   }
 };

@@ -11,6 +11,9 @@
 
 namespace sluice::elements {
 
+// The optional record fields a FlowTable node keeps (its `fields`).
+FlowFieldSet kept_flow_fields(const Node &n);
+
 // The run-time table; GCSlicer, in the same segment, expires its flows.
 class FlowTableRuntime final : public RuntimeElement {
  public:

@@ -1,3 +1,4 @@
+#include <net/if.h>
 #include <rte_ring.h>
 
 #include <atomic>
@@ -65,6 +66,17 @@ const ElementSpec &rss_source_spec() {
                    .describe("Hash both directions of a flow to the same queue. With `false` the device's "
                              "default hash is used and the two directions of a connection may meet in "
                              "different lanes; use `FlowTable(direction uni)` then."))
+          .arg(ArgSpec::count("ifindex")
+                   .def("0")
+                   .range(0, 0xffffffffll)
+                   .describe("The interface index flow records give as ingressInterface (`FlowTable` field "
+                             "`in_if`). Default: the kernel interface's index for `af_packet:IFACE` and "
+                             "`af_xdp:IFACE`, else 0 (unknown)."))
+          .arg(ArgSpec::symbol("direction", {"ingress", "egress"})
+                   .def("ingress")
+                   .describe("What the device sees of the observed interface, as flow records give it in "
+                             "flowDirection (`FlowTable` field `direction`): `ingress` (traffic it receives, "
+                             "or a tap of both directions) or `egress` (a mirror of what it sends)."))
           // DPDK's rte_eth_stats of each port, once per device (lane 0's instance).
           .metric(MetricSpec::counter("port_received_packets_total", "Packets the DPDK port received (ipackets).",
                                       {"port", "device"}))
@@ -90,12 +102,19 @@ namespace {
 // The hash is computed only where lanes need it (software RSS over several
 // lanes); the NIC's is kept where it made one.
 // `symmetric false` gets the key most NIC drivers default to.
-void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, const ToeplitzHash *hash) {
+struct Interface {
+  uint32_t if_index = 0;
+  uint8_t direction = 0;
+};
+void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, const ToeplitzHash *hash,
+              Interface where) {
   PacketAnno &a = anno(m);
   parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
   a.time_ns = info.time_ns;
   a.hash = dev.hw_rss() ? m->hash.rss : hash ? rss_hash(a.meta, *hash) : 0;
   a.wire_len = info.wire_len;
+  a.if_index = where.if_index;
+  a.flow_direction = where.direction;
   a.labels.count = 0;
 }
 
@@ -116,6 +135,7 @@ struct DeviceReader {
   unsigned burst = 32;
   bool software = false;
   const ToeplitzHash *hash = nullptr;  // software RSS
+  Interface where;
   std::vector<rte_ring *> lane_rings;
   std::vector<std::unique_ptr<Counter>> lane_full;  // dealt to a full lane ring (live input)
   std::atomic_flag busy = ATOMIC_FLAG_INIT;
@@ -149,7 +169,7 @@ struct DeviceReader {
       // allocation on this path.
       uint16_t lane_of[kMaxBurst];
       for (uint16_t i = 0; i < n; ++i) {
-        annotate(*dev, pkts[i], info[i], hash);
+        annotate(*dev, pkts[i], info[i], hash, where);
         lane_of[i] = uint16_t(lane_for(anno(pkts[i]).hash, lanes));
       }
       rte_mbuf *per_lane[kMaxBurst];
@@ -176,6 +196,10 @@ class RSSSourceRuntime final : public SourceElement {
     burst_ = unsigned(arg("burst").integer);
     queue_ = unsigned(c.graph().lanes[lane()].queue);
     lanes_ = unsigned(arg("queues").integer);
+    // A kernel interface has an index of its own; other devices have the one the graph gives.
+    if_index_ = uint32_t(arg("ifindex").integer);
+    if (!has_arg("ifindex") && (spec_.kind == DeviceSpec::Kind::AfPacket || spec_.kind == DeviceSpec::Kind::AfXdp))
+      if_index_ = if_nametoindex(spec_.name.c_str());
   }
 
   bool live() const override { return spec_.kind != DeviceSpec::Kind::Pcap; }
@@ -194,6 +218,7 @@ class RSSSourceRuntime final : public SourceElement {
       r->burst = burst_;
       r->software = r->dev->hw_queues() < lanes_;
       r->hash = &software_rss_key(arg("symmetric").integer != 0);
+      r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
       if (r->software)
         for (unsigned l = 0; l < lanes_; ++l) {
           static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
@@ -215,7 +240,7 @@ class RSSSourceRuntime final : public SourceElement {
       EthDevice::RxInfo info[kMaxBurst];
       batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], nullptr);
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], nullptr, r.where);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));
@@ -265,6 +290,7 @@ class RSSSourceRuntime final : public SourceElement {
 
   DeviceSpec spec_;
   unsigned burst_ = 32, queue_ = 0, lanes_ = 1;
+  uint32_t if_index_ = 0;
   std::shared_ptr<DeviceReader> reader_;
 };
 

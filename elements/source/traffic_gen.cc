@@ -97,6 +97,14 @@ const ElementSpec &traffic_gen_spec() {
           .arg(ArgSpec::count("vlan")
                    .range(1, 4094)
                    .describe("Tag every packet with this 802.1Q VLAN id. When absent, packets are untagged."))
+          .arg(ArgSpec::count("ifindex")
+                   .def("0")
+                   .range(0, 0xffffffffll)
+                   .describe("The interface index flow records give as ingressInterface (`FlowTable` field "
+                             "`in_if`); 0: unknown."))
+          .arg(ArgSpec::symbol("direction", {"ingress", "egress"})
+                   .def("ingress")
+                   .describe("The flowDirection flow records give (`FlowTable` field `direction`)."))
           .output(PortSpec::packets("out").describe("The generated packets, in trace-time order within each lane."))
           .needs_frame_room([](const Node &n) {  // its largest size (imix: none above the default)
             const Value &sizes = n.arg("sizes")->value;
@@ -136,6 +144,8 @@ class TrafficGenRuntime final : public SourceElement {
       (r.rate_unit == RateUnit::Packets ? rate_pps_ : rate_bps_) = r.real;
     }
     lossless_ = arg("lossless").integer != 0;
+    if_index_ = uint32_t(arg("ifindex").integer);
+    direction_ = arg("direction").text == "egress" ? 1 : 0;
     lane_index_ = unsigned(c.graph().lanes[lane()].queue);
   }
 
@@ -195,6 +205,8 @@ class TrafficGenRuntime final : public SourceElement {
       a.time_ns = p.ts_ns;
       a.hash = symmetric_hash(a.meta);
       a.wire_len = len;
+      a.if_index = if_index_;
+      a.flow_direction = direction_;
       a.labels.count = 0;
       sent_bytes_ += len;
     }
@@ -215,6 +227,8 @@ class TrafficGenRuntime final : public SourceElement {
   TrafficConfig cfg_;
   double rate_pps_ = 0, rate_bps_ = 0;
   bool lossless_ = false;
+  uint32_t if_index_ = 0;
+  uint8_t direction_ = 0;
   unsigned lane_index_ = 0, burst_ = 32;
   std::shared_ptr<GeneratedTraffic> traffic_;
   const GeneratedLane *lane_ = nullptr;

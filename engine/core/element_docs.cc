@@ -59,22 +59,27 @@ std::vector<std::string> paragraphs(const std::string &text) {
 
 // Writes `tokens` separated by `glue` and a space, starting at column `col`;
 // a token that would pass kWidth starts a new line at column `indent`.
+std::vector<std::string> words(const std::string &text);
+
+// The tokens after one another, `glue` between two, wrapped at kWidth
+// (between words, a token longer than a line too), continuing at `indent`.
 void flow(std::ostream &os, const std::vector<std::string> &tokens, const std::string &glue, size_t col, size_t indent) {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const std::string &t = tokens[i];
-    if (i > 0) {
-      os << glue;
-      col += glue.size();
-      if (col + 1 + t.size() > kWidth) {
-        os << "\n" << std::string(indent, ' ');
-        col = indent;
-      } else {
-        os << ' ';
-        ++col;
+    std::vector<std::string> ws = words(tokens[i]);
+    for (size_t k = 0; k < ws.size(); ++k) {
+      std::string w = ws[k] + (k + 1 == ws.size() && i + 1 < tokens.size() ? glue : "");
+      if (i > 0 || k > 0) {
+        if (col + 1 + w.size() > kWidth) {
+          os << "\n" << std::string(indent, ' ');
+          col = indent;
+        } else {
+          os << ' ';
+          ++col;
+        }
       }
+      os << w;
+      col += w.size();
     }
-    os << t;
-    col += t.size();
   }
   os << "\n";
 }

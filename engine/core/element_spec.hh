@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/base/value.hh"
+#include "engine/flow/flow_record.hh"
 
 namespace sluice {
 
@@ -196,6 +197,9 @@ struct ElementSpec {
   // Flow record extension fields (flow_extension.hh) the element puts on
   // packets: a graph with it keeps them in its flow records.
   std::vector<std::string> flow_fields;
+  // A flow table: the optional record fields (FlowField) a node keeps; its
+  // graph's exporters and logs write them.
+  std::function<FlowFieldSet(const Node &)> record_fields;
 
   explicit ElementSpec(std::string n) : name(std::move(n)) {}
   ElementSpec &&in_group(std::string g) && { group = std::move(g); return std::move(*this); }
@@ -206,6 +210,10 @@ struct ElementSpec {
   ElementSpec &&arg(ArgSpec a) && { args.push_back(std::move(a)); return std::move(*this); }
   ElementSpec &&with_flags(unsigned f) && { flags |= f; return std::move(*this); }
   ElementSpec &&sets_flow_field(std::string f) && { flow_fields.push_back(std::move(f)); return std::move(*this); }
+  ElementSpec &&keeps_record_fields(std::function<FlowFieldSet(const Node &)> f) && {
+    record_fields = std::move(f);
+    return std::move(*this);
+  }
   ElementSpec &&metric(MetricSpec m) && { metrics.push_back(std::move(m)); return std::move(*this); }
   // Metrics several classes share (an exporter's, a file's).
   ElementSpec &&with_metrics(const std::vector<MetricSpec> &m) && {
@@ -300,5 +308,7 @@ namespace sluice {
 // 2: elements register with SLUICE_ELEMENT, handlers bound in the spec, ElementNeeds.
 // 3: flow record extension fields (FlowRecord::ext, PacketAnno::labels); ArgSpec::gives_lanes.
 // 4: metrics declared in the spec (ElementSpec::metric), reported through ElementMetrics.
-inline constexpr int kPluginAbi = 4;
+// 5: optional flow record fields (FlowField, ElementSpec::record_fields; FlowCounters and
+//    FlowRecord grew, PacketAnno has if_index and flow_direction).
+inline constexpr int kPluginAbi = 5;
 }  // namespace sluice

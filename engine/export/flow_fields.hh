@@ -6,14 +6,16 @@
 // always carry the same fields.
 //
 // A record's fields, in order: the source and destination addresses of its
-// IP version, then every other field in table order; an IPFIX biflow adds
-// the reverse element (RFC 5103) of each per-direction field.
+// IP version, then every other field in table order, of those the record
+// kind has (IPv4 or IPv6) and the exporter sends (the optional fields of
+// FlowField its graph's tables keep); an IPFIX biflow adds the reverse
+// element (RFC 5103) of each per-direction field.
 #pragma once
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 #include "engine/flow/flow_record.hh"
 
@@ -29,6 +31,7 @@ inline constexpr uint64_t ms(uint64_t ns) { return ns / 1'000'000; }
 struct View {
   const FlowRecord *rec;
   const FlowCounters *counters;        // what the per-direction fields describe
+  const FlowCounters *other;           // the other direction (egressInterface)
   const uint8_t *src_addr, *dst_addr;  // 16 octets, IPv4 v4-mapped
   uint16_t src_port, dst_port;
   uint64_t start_ms, end_ms;           // end >= start
@@ -37,7 +40,8 @@ struct View {
   // its last (there are no reverse times: see ipfix_encoder.hh).
   static View whole(const FlowRecord &r) {
     uint64_t start = ms(r.first_ns()), end = ms(r.last_ns());
-    return {&r, &r.fwd, r.key.src_addr, r.key.dst_addr, r.key.src_port, r.key.dst_port, start, end > start ? end : start};
+    return {&r, &r.fwd, &r.rev, r.key.src_addr, r.key.dst_addr, r.key.src_port, r.key.dst_port, start,
+            end > start ? end : start};
   }
   // One direction: forward as the key says, reverse with the endpoints
   // swapped; ICMP and ICMPv6 keep their ports, which are 0 and
@@ -49,6 +53,7 @@ struct View {
     uint64_t start = ms(c.first_ns), end = ms(c.last_ns);
     return {&r,
             &c,
+            reverse ? &r.fwd : &r.rev,
             reverse ? r.key.dst_addr : r.key.src_addr,
             reverse ? r.key.src_addr : r.key.dst_addr,
             swap_ports ? r.key.dst_port : r.key.src_port,
@@ -70,6 +75,7 @@ enum class Kind : uint8_t {
   Ipv6Address,  // 16 octets
   Number,       // value(view), unsigned, big-endian in the field's length
   TimeMs,       // value(view), UNIX ms: IPFIX writes it as is, NetFlow v9 as a sysUptime
+  Octets,       // the field's length of octets from address(view): a MAC address
 };
 
 struct Field {
@@ -79,7 +85,9 @@ struct Field {
   Kind kind;
   bool per_direction;  // from one direction's counters: has a reverse element in IPFIX biflows
   uint64_t (*value)(const View &) = nullptr;          // Number, TimeMs
-  const uint8_t *(*address)(const View &) = nullptr;  // Ipv4Address, Ipv6Address
+  const uint8_t *(*address)(const View &) = nullptr;  // Ipv4Address, Ipv6Address, Octets
+  FlowFieldSet optional = 0;  // the FlowField that brings it; 0: in every record
+  uint8_t family = 0;         // 4 or 6: only in the records of that IP version; 0: both
 };
 
 // IANA element ids; the NetFlow v9 field type is the same number unless the
@@ -105,6 +113,39 @@ inline constexpr Field kFields[] = {
     {"minimumIpTotalLength", 25, 2, 25, 2, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->min_len; }},
     {"maximumIpTotalLength", 26, 2, 26, 2, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->max_len; }},
     {"flowEndReason", 136, 1, 136, 1, Kind::Number, false, [](const View &v) -> uint64_t { return uint8_t(v.rec->reason); }},
+    // optional (FlowField), NetFlow v9: INPUT_SNMP, OUTPUT_SNMP, DIRECTION, IN_SRC_MAC, IN_DST_MAC,
+    // SRC_TOS, MIN_TTL, MAX_TTL, ICMP_TYPE, MPLS_LABEL_1; 245 and 139 from IANA's space
+    {"ingressInterface", 10, 4, 10, 4, Kind::Number, false, [](const View &v) -> uint64_t { return v.counters->if_index; },
+     nullptr, flow_field_bit(FlowField::InIf)},
+    {"egressInterface", 14, 4, 14, 4, Kind::Number, false, [](const View &v) -> uint64_t { return v.other->if_index; },
+     nullptr, flow_field_bit(FlowField::OutIf)},
+    {"flowDirection", 61, 1, 61, 1, Kind::Number, false, [](const View &v) -> uint64_t { return v.rec->flow_direction; },
+     nullptr, flow_field_bit(FlowField::Direction)},
+    {"sourceMacAddress", 56, 6, 56, 6, Kind::Octets, false, nullptr, [](const View &v) { return v.counters->src_mac; },
+     flow_field_bit(FlowField::SrcMac)},
+    {"destinationMacAddress", 80, 6, 80, 6, Kind::Octets, false, nullptr, [](const View &v) { return v.counters->dst_mac; },
+     flow_field_bit(FlowField::DstMac)},
+    {"ipClassOfService", 5, 1, 5, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->tos; }, nullptr,
+     flow_field_bit(FlowField::Tos)},
+    {"minimumTTL", 52, 1, 52, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->min_ttl; }, nullptr,
+     flow_field_bit(FlowField::Ttl)},
+    {"maximumTTL", 53, 1, 53, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->max_ttl; }, nullptr,
+     flow_field_bit(FlowField::Ttl)},
+    {"dot1qCustomerVlanId", 245, 2, 245, 2, Kind::Number, false, [](const View &v) -> uint64_t { return v.rec->vlan_inner; },
+     nullptr, flow_field_bit(FlowField::InnerVlan)},
+    // the key's ICMP "port" (type << 8 | code); 0 in records of other protocols
+    {"icmpTypeCodeIPv4", 32, 2, 32, 2, Kind::Number, false,
+     [](const View &v) -> uint64_t { return v.rec->key.proto == 1 ? v.rec->key.dst_port : 0; }, nullptr,
+     flow_field_bit(FlowField::Icmp), 4},
+    {"icmpTypeCodeIPv6", 139, 2, 139, 2, Kind::Number, false,
+     [](const View &v) -> uint64_t { return v.rec->key.proto == 58 ? v.rec->key.dst_port : 0; }, nullptr,
+     flow_field_bit(FlowField::Icmp), 6},
+    {"mplsTopLabelStackSection", 70, 3, 70, 3, Kind::Number, false,
+     [](const View &v) -> uint64_t {
+       const uint8_t *m = v.rec->mpls_top;
+       return uint64_t(m[0]) << 16 | uint64_t(m[1]) << 8 | m[2];
+     },
+     nullptr, flow_field_bit(FlowField::Mpls)},
 };
 inline constexpr uint16_t kFlowEndReasonId = 136;
 
@@ -116,28 +157,23 @@ struct TemplateField {
 };
 
 constexpr bool is_address(const Field &f) { return f.kind == Kind::Ipv4Address || f.kind == Kind::Ipv6Address; }
-constexpr bool in_record(const Field &f, bool ipv6) {
+constexpr bool in_record(const Field &f, bool ipv6, FlowFieldSet optional) {
+  if (f.optional && !(f.optional & optional)) return false;
+  if (f.family) return (f.family == 6) == ipv6;
   return !is_address(f) || (f.kind == Kind::Ipv6Address) == ipv6;
 }
 
-constexpr size_t template_size(bool ipv6, bool biflow) {
-  size_t n = 0;
-  for (const Field &f : kFields) n += (in_record(f, ipv6) ? 1 : 0) + (biflow && f.per_direction ? 1 : 0);
-  return n;
-}
-
-// The fields of a record of that kind, in order (see the top of the file).
-template <bool Ipv6, bool Biflow>
-constexpr std::array<TemplateField, template_size(Ipv6, Biflow)> record_fields() {
-  std::array<TemplateField, template_size(Ipv6, Biflow)> t{};
-  size_t i = 0;
+// The fields of a record of that kind, in order (see the top of the file),
+// with the optional ones of `optional`.
+inline std::vector<TemplateField> record_fields(bool ipv6, bool biflow, FlowFieldSet optional) {
+  std::vector<TemplateField> t;
   for (const Field &f : kFields)
-    if (is_address(f) && in_record(f, Ipv6)) t[i++] = {&f, false};
+    if (is_address(f) && in_record(f, ipv6, optional)) t.push_back({&f, false});
   for (const Field &f : kFields)
-    if (!is_address(f)) t[i++] = {&f, false};
-  if (Biflow)
+    if (!is_address(f) && in_record(f, ipv6, optional)) t.push_back({&f, false});
+  if (biflow)
     for (const Field &f : kFields)
-      if (f.per_direction) t[i++] = {&f, true};
+      if (f.per_direction && in_record(f, ipv6, optional)) t.push_back({&f, true});
   return t;
 }
 
@@ -157,14 +193,14 @@ struct FieldSpec {
   uint16_t id;
   uint16_t length;
   uint32_t pen;
+  bool operator==(const FieldSpec &) const = default;
 };
 
-template <size_t N>
-constexpr std::array<FieldSpec, N> field_specs(const std::array<TemplateField, N> &fields, Protocol p) {
-  std::array<FieldSpec, N> s{};
-  for (size_t i = 0; i < N; ++i) {
-    const Field &f = *fields[i].field;
-    s[i] = {p == Protocol::Ipfix ? f.ipfix_id : f.v9_type, length_of(f, p), fields[i].reverse ? kReversePen : 0};
+inline std::vector<FieldSpec> field_specs(std::span<const TemplateField> fields, Protocol p) {
+  std::vector<FieldSpec> s;
+  for (const TemplateField &t : fields) {
+    const Field &f = *t.field;
+    s.push_back({p == Protocol::Ipfix ? f.ipfix_id : f.v9_type, length_of(f, p), t.reverse ? kReversePen : 0});
   }
   return s;
 }
@@ -213,6 +249,7 @@ void write_data_record(uint8_t *p, const View &v, std::span<const TemplateField>
       case Kind::Ipv6Address: std::memcpy(p, f.address(from), 16); break;
       case Kind::Number: put_be(p, f.value(from), len); break;
       case Kind::TimeMs: put_be(p, time(f.value(from)), len); break;
+      case Kind::Octets: std::memcpy(p, f.address(from), len); break;
     }
     p += len;
   }

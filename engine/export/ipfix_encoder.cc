@@ -1,7 +1,6 @@
 #include "engine/export/ipfix_encoder.hh"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -11,63 +10,50 @@ namespace sluice::ipfix {
 namespace {
 
 using flow_export::Protocol;
-using flow_export::record_fields;
 using flow_export::TemplateField;
 
-// The four templates, in the order of kTemplateIds: their fields (how each
-// is taken from a record) and their specifiers (what the template record says).
-constexpr auto kV4 = record_fields<false, false>();
-constexpr auto kV6 = record_fields<true, false>();
-constexpr auto kV4Bi = record_fields<false, true>();
-constexpr auto kV6Bi = record_fields<true, true>();
-constexpr std::span<const TemplateField> kFieldsOf[4] = {kV4, kV6, kV4Bi, kV6Bi};
-
-constexpr auto kSpecV4 = flow_export::field_specs(kV4, Protocol::Ipfix);
-constexpr auto kSpecV6 = flow_export::field_specs(kV6, Protocol::Ipfix);
-constexpr auto kSpecV4Bi = flow_export::field_specs(kV4Bi, Protocol::Ipfix);
-constexpr auto kSpecV6Bi = flow_export::field_specs(kV6Bi, Protocol::Ipfix);
-constexpr std::span<const FieldSpec> kSpecs[4] = {kSpecV4, kSpecV6, kSpecV4Bi, kSpecV6Bi};
-
-constexpr std::array<size_t, 4> kRecordLen = {
-    flow_export::data_record_length(kSpecV4), flow_export::data_record_length(kSpecV6),
-    flow_export::data_record_length(kSpecV4Bi), flow_export::data_record_length(kSpecV6Bi)};
-constexpr std::array<size_t, 4> kTemplateLen = {
-    flow_export::template_record_length(kSpecV4), flow_export::template_record_length(kSpecV6),
-    flow_export::template_record_length(kSpecV4Bi), flow_export::template_record_length(kSpecV6Bi)};
-static_assert(kRecordLen[0] == 53 && kRecordLen[1] == 77 && kRecordLen[2] == 74 && kRecordLen[3] == 98,
-              "the record lengths documented in ipfix_encoder.hh");
-
-int template_index(uint16_t id) {
-  if (id < kTemplateV4 || id > kTemplateV6Bi) throw std::invalid_argument("no such IPFIX template: " + std::to_string(id));
-  return id - kTemplateV4;
-}
+constexpr bool biflow_kind(int kind) { return kind >= 2; }
+constexpr bool ipv6_kind(int kind) { return kind % 2 == 1; }
 
 }  // namespace
 
-std::span<const FieldSpec> template_fields(uint16_t template_id) { return kSpecs[template_index(template_id)]; }
-size_t record_length(uint16_t template_id) { return kRecordLen[template_index(template_id)]; }
-size_t template_record_length(uint16_t template_id) { return kTemplateLen[template_index(template_id)]; }
+uint16_t template_id(int kind, FlowFieldSet fields, bool ext) {
+  FlowFieldSet omitted = kAllFlowFields & ~fields;
+  return uint16_t(kTemplateV4 + 8 * omitted + (ext ? kExtTemplateOffset : 0) + kind);
+}
+
+std::vector<FieldSpec> template_fields(uint16_t id) {
+  unsigned off = id >= kTemplateV4 ? id - kTemplateV4 : ~0u;
+  if (off > 8 * kAllFlowFields + 3 || (off & kExtTemplateOffset))
+    throw std::invalid_argument("no such IPFIX template without extension fields: " + std::to_string(id));
+  int kind = int(off % 4);
+  FlowFieldSet fields = kAllFlowFields & ~FlowFieldSet(off / 8);
+  auto t = flow_export::record_fields(ipv6_kind(kind), biflow_kind(kind), fields);
+  return flow_export::field_specs(t, Protocol::Ipfix);
+}
+size_t record_length(uint16_t id) { return flow_export::data_record_length(template_fields(id)); }
+size_t template_record_length(uint16_t id) { return flow_export::template_record_length(template_fields(id)); }
 
 size_t min_message_size() {
   size_t m = 0;
-  for (int i = 0; i < 4; ++i) m = std::max({m, kTemplateLen[i], kRecordLen[i]});
+  for (uint16_t id : kTemplateIds) m = std::max({m, template_record_length(id), record_length(id)});
   return kMessageHeaderLen + kSetHeaderLen + m;
 }
 
 IpfixEncoder::IpfixEncoder(const IpfixEncoderConfig &cfg) : cfg_(cfg) {
-  size_t min = min_message_size();
-  size_t ext_template = 0, ext_record = 0;
-  for (const IpfixExtField &f : cfg.ext) {
-    ext_template += f.pen ? 8 : 4;
-    ext_record += f.slot.kind == FlowExtKind::Text ? 1 + f.slot.size : f.slot.size;
-  }
+  size_t min = 0;
+  size_t ext_record = 0;
+  for (const IpfixExtField &f : cfg.ext) ext_record += f.slot.kind == FlowExtKind::Text ? 1 + f.slot.size : f.slot.size;
   for (int t = 0; t < 4; ++t) {
-    specs_[t].assign(kSpecs[t].begin(), kSpecs[t].end());
+    ids_[t] = ipfix::template_id(t, cfg.fields & kAllFlowFields, !cfg.ext.empty());
+    fields_[t] = flow_export::record_fields(ipv6_kind(t), biflow_kind(t), cfg.fields);
+    specs_[t] = flow_export::field_specs(fields_[t], Protocol::Ipfix);
+    record_len_[t] = flow_export::data_record_length(specs_[t]);
     for (const IpfixExtField &f : cfg.ext)
       specs_[t].push_back({f.id, uint16_t(f.slot.kind == FlowExtKind::Text ? 65535 : f.slot.size), f.pen});
-    template_len_[t] = kTemplateLen[t] + ext_template;
+    template_len_[t] = flow_export::template_record_length(specs_[t]);
     min = std::max({min, kMessageHeaderLen + kSetHeaderLen + template_len_[t],
-                    kMessageHeaderLen + kSetHeaderLen + kRecordLen[t] + ext_record});
+                    kMessageHeaderLen + kSetHeaderLen + record_len_[t] + ext_record});
   }
   if (cfg.max_message < min || cfg.max_message > 65535)
     throw std::invalid_argument("IPFIX max_message must be within " + std::to_string(min) + "..65535 octets, not " +
@@ -130,9 +116,9 @@ int IpfixEncoder::template_of(const FlowRecord &r) const {
 
 void IpfixEncoder::add_record(flow_export::MessageBuilder &b, int t, const flow_export::View &v, const FlowRecord &r) {
   size_t ext = cfg_.ext.empty() ? 0 : ext_length(r);
-  uint8_t *p = b.add(template_id(t), kRecordLen[t] + ext, true);
-  flow_export::write_data_record(p, v, kFieldsOf[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
-  if (ext) write_ext(p + kRecordLen[t], r);
+  uint8_t *p = b.add(template_id(t), record_len_[t] + ext, true);
+  flow_export::write_data_record(p, v, fields_[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
+  if (ext) write_ext(p + record_len_[t], r);
 }
 
 void IpfixEncoder::encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,

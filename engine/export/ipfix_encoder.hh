@@ -5,21 +5,32 @@
 //
 // Templates (set id 2), one per record kind; numbers are IANA element ids,
 // lengths in octets, "R" = reverse element (enterprise bit set, PEN 29305,
-// RFC 5103):
+// RFC 5103). The fields of flow_fields.hh (kFields), in this order:
 //
-//   256 IPv4 uniflow (53 octets per record)    257 IPv6 uniflow (77)
-//   258 IPv4 biflow  (74)                      259 IPv6 biflow  (98)
-//
-//   the fields of flow_fields.hh (kFields): sourceIPv4Address 8 (4) or
-//   sourceIPv6Address 27 (16), destinationIPv4Address 12 (4) or
-//   destinationIPv6Address 28 (16), sourceTransportPort 7 (2),
-//   destinationTransportPort 11 (2), protocolIdentifier 4 (1), vlanId 58 (2),
-//   packetDeltaCount 2 (8), octetDeltaCount 1 (8) (octets at IP level),
-//   flowStartMilliseconds 152 (8), flowEndMilliseconds 153 (8),
-//   tcpControlBits 6 (1), minimumIpTotalLength 25 (2),
-//   maximumIpTotalLength 26 (2) (reduced-size), flowEndReason 136 (1);
+//   sourceIPv4Address 8 (4) or sourceIPv6Address 27 (16),
+//   destinationIPv4Address 12 (4) or destinationIPv6Address 28 (16),
+//   sourceTransportPort 7 (2), destinationTransportPort 11 (2),
+//   protocolIdentifier 4 (1), vlanId 58 (2), packetDeltaCount 2 (8),
+//   octetDeltaCount 1 (8) (octets at IP level), flowStartMilliseconds 152 (8),
+//   flowEndMilliseconds 153 (8), tcpControlBits 6 (1),
+//   minimumIpTotalLength 25 (2), maximumIpTotalLength 26 (2) (reduced-size),
+//   flowEndReason 136 (1);
+//   then the optional fields the graph's FlowTables keep (`fields`):
+//   ingressInterface 10 (4), egressInterface 14 (4), flowDirection 61 (1),
+//   sourceMacAddress 56 (6), destinationMacAddress 80 (6),
+//   ipClassOfService 5 (1), minimumTTL 52 (1), maximumTTL 53 (1),
+//   dot1qCustomerVlanId 245 (2), icmpTypeCodeIPv4 32 (2) (IPv4 records) or
+//   icmpTypeCodeIPv6 139 (2) (IPv6), mplsTopLabelStackSection 70 (3);
 //   biflow templates add R packetDeltaCount, R octetDeltaCount,
-//   R tcpControlBits, R minimumIpTotalLength, R maximumIpTotalLength.
+//   R tcpControlBits, R minimumIpTotalLength, R maximumIpTotalLength, and of
+//   the optional ones R ipClassOfService, R minimumTTL, R maximumTTL.
+//
+// Template ids: 256 IPv4 uniflow, 257 IPv6 uniflow, 258 IPv4 biflow, 259
+// IPv6 biflow with every optional field (FlowTable's default) and no
+// extension field; records of 84, 108, 108, 132 octets. +4 with extension
+// fields; + 8 * (the optional fields left out, as a FlowFieldSet) otherwise,
+// so that one id always means one layout (template_id()). Without any
+// optional field: 53, 77, 74, 98 octets.
 //
 // The non-reverse counters describe the forward direction (`FlowRecord::fwd`,
 // the direction of the first packet), the reverse ones `FlowRecord::rev`
@@ -74,14 +85,20 @@ inline constexpr uint16_t kTemplateIds[4] = {kTemplateV4, kTemplateV6, kTemplate
 // the private enterprise number (0 for IANA elements).
 using FieldSpec = flow_export::FieldSpec;
 
-// The fields of template `template_id` (one of kTemplateIds), in record order.
-std::span<const FieldSpec> template_fields(uint16_t template_id);
-// Octets per data record of that template; octets of its template record.
+// The id of the template of record kind `kind` (0..3: the order of
+// kTemplateIds) with the optional fields `fields`, and extension fields or not.
+uint16_t template_id(int kind, FlowFieldSet fields, bool ext);
+
+// Of a template without extension fields (an id template_id() gives with
+// ext false; else std::invalid_argument): its fields in record order, octets
+// per data record, octets of its template record.
+std::vector<FieldSpec> template_fields(uint16_t template_id);
 size_t record_length(uint16_t template_id);
 size_t template_record_length(uint16_t template_id);
 
-// The smallest max_message the encoder accepts: one message holding the
-// largest template record, and one holding the largest data record.
+// The smallest max_message an encoder with every optional field and no
+// extension field accepts: one message holding the largest template record,
+// and one holding the largest data record.
 size_t min_message_size();
 
 // An extension field (flow_extension.hh) the records carry: appended to
@@ -94,9 +111,9 @@ struct IpfixExtField {
   uint32_t pen;  // private enterprise number, 0 for IANA
 };
 
-// With extension fields the templates are 260..263 (the kinds of
-// 256..259, the extension fields after), so that a collector never sees one
-// template id with two layouts from one exporter.
+// With extension fields the templates are those ids + 4 (the extension
+// fields after the others), so that a collector never sees one template id
+// with two layouts from one exporter.
 inline constexpr uint16_t kExtTemplateOffset = 4;
 
 struct IpfixEncoderConfig {
@@ -104,6 +121,7 @@ struct IpfixEncoderConfig {
   size_t max_message = 1472;  // octets of an IPFIX message: MTU - IP - UDP/TCP headers, computed by the caller
   std::vector<IpfixExtField> ext = {};  // in record order
   bool uniflows = false;           // biflows as two uniflow records (see the top of the file)
+  FlowFieldSet fields = kAllFlowFields;  // the optional fields the records carry
 };
 
 class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
@@ -131,7 +149,7 @@ class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuild
   void end(uint8_t *header, size_t length, uint32_t data_records, uint32_t records) override;
   flow_export::MessageBuilder builder(flow_export::Messages &out, std::vector<uint32_t> *flow_records);
   void add_template(flow_export::MessageBuilder &b, int t);
-  uint16_t template_id(int t) const { return uint16_t(kTemplateIds[t] + (cfg_.ext.empty() ? 0 : kExtTemplateOffset)); }
+  uint16_t template_id(int t) const { return ids_[t]; }
   int kinds() const { return cfg_.uniflows ? 2 : 4; }  // templates in use: kTemplateIds[0, kinds())
   int template_of(const FlowRecord &r) const;          // the index in kTemplateIds of its records
   void add_record(flow_export::MessageBuilder &b, int t, const flow_export::View &v, const FlowRecord &r);
@@ -139,8 +157,11 @@ class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuild
   void write_ext(uint8_t *p, const FlowRecord &r) const;
 
   IpfixEncoderConfig cfg_;
-  std::vector<FieldSpec> specs_[4];  // with extension fields: each template's specifiers
+  std::vector<flow_export::TemplateField> fields_[4];  // each template's fields but the extension ones
+  std::vector<FieldSpec> specs_[4];                    // and its specifiers, the extension ones included
   size_t template_len_[4];
+  size_t record_len_[4];  // without extension fields
+  uint16_t ids_[4];
   uint32_t sequence_ = 0;
   uint32_t export_time_s_ = 0;  // of the messages being built
   unsigned announced_ = 0;      // bit i: kTemplateIds[i] has been sent

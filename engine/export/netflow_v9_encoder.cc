@@ -12,21 +12,6 @@ using flow_export::Protocol;
 using flow_export::TemplateField;
 using flow_export::View;
 
-constexpr auto kV4 = flow_export::record_fields<false, false>();
-constexpr auto kV6 = flow_export::record_fields<true, false>();
-static_assert(kV4.size() == kV6.size());
-static_assert(kV4.back().field->ipfix_id == flow_export::kFlowEndReasonId, "end_reason false drops the last field");
-constexpr std::span<const TemplateField> kFieldsOf[2] = {kV4, kV6};
-constexpr auto kSpecV4 = flow_export::field_specs(kV4, Protocol::NetFlowV9);
-constexpr auto kSpecV6 = flow_export::field_specs(kV6, Protocol::NetFlowV9);
-constexpr std::span<const FieldSpec> kSpecs[2] = {kSpecV4, kSpecV6};
-
-int template_index(uint16_t id) {
-  if (id != kTemplateV4 && id != kTemplateV6)
-    throw std::invalid_argument("no such NetFlow v9 template: " + std::to_string(id));
-  return id - kTemplateV4;
-}
-
 inline size_t pad4(size_t n) { return (4 - n % 4) % 4; }
 
 // The v9 records of a flow record: its forward direction and, for a biflow
@@ -35,15 +20,23 @@ int directions(const FlowRecord &r) { return r.biflow && r.rev.packets ? 2 : 1; 
 
 }  // namespace
 
-NetFlowV9Encoder::NetFlowV9Encoder(const NetFlowV9EncoderConfig &cfg)
-    : cfg_(cfg), nfields_(kV4.size() - (cfg.end_reason ? 0 : 1)) {
+NetFlowV9Encoder::NetFlowV9Encoder(const NetFlowV9EncoderConfig &cfg) : cfg_(cfg) {
+  for (int t = 0; t < 2; ++t) {
+    fields_[t] = flow_export::record_fields(t == 1, false, cfg.fields);
+    if (!cfg.end_reason)
+      std::erase_if(fields_[t], [](const TemplateField &f) { return f.field->ipfix_id == flow_export::kFlowEndReasonId; });
+    specs_[t] = flow_export::field_specs(fields_[t], Protocol::NetFlowV9);
+    ids_[t] = uint16_t(kTemplateIds[t] + 8 * (kAllFlowFields & ~cfg.fields));
+  }
   if (cfg.max_message < min_message_size() || cfg.max_message > 65535)
     throw std::invalid_argument("NetFlow v9 max_message must be within " + std::to_string(min_message_size()) +
                                 "..65535 octets, not " + std::to_string(cfg.max_message));
 }
 
 std::span<const FieldSpec> NetFlowV9Encoder::template_fields(uint16_t template_id) const {
-  return kSpecs[template_index(template_id)].first(nfields_);
+  if (template_id != ids_[0] && template_id != ids_[1])
+    throw std::invalid_argument("no such NetFlow v9 template: " + std::to_string(template_id));
+  return specs_[template_id == ids_[1] ? 1 : 0];
 }
 
 size_t NetFlowV9Encoder::record_length(uint16_t template_id) const {
@@ -51,7 +44,11 @@ size_t NetFlowV9Encoder::record_length(uint16_t template_id) const {
 }
 
 size_t NetFlowV9Encoder::min_message_size() const {
-  size_t m = std::max(4 + 4 * nfields_, record_length(kTemplateV6) + pad4(kFlowSetHeaderLen + record_length(kTemplateV6)));
+  size_t m = 0;
+  for (int t = 0; t < 2; ++t) {
+    size_t rec = flow_export::data_record_length(specs_[t]);
+    m = std::max({m, flow_export::template_record_length(specs_[t]), rec + pad4(kFlowSetHeaderLen + rec)});
+  }
   return kHeaderLen + kFlowSetHeaderLen + m;
 }
 
@@ -97,11 +94,9 @@ flow_export::MessageBuilder NetFlowV9Encoder::builder(uint32_t export_time_s, fl
 }
 
 void NetFlowV9Encoder::add_templates(flow_export::MessageBuilder &b) {
-  for (int i = 0; i < 2; ++i) {
-    std::span<const FieldSpec> f = kSpecs[i].first(nfields_);
-    flow_export::write_template_record(b.add(kTemplateFlowSetId, flow_export::template_record_length(f), false),
-                                       kTemplateIds[i], f);
-  }
+  for (int i = 0; i < 2; ++i)
+    flow_export::write_template_record(b.add(kTemplateFlowSetId, flow_export::template_record_length(specs_[i]), false),
+                                       ids_[i], specs_[i]);
   announced_ = 3;
 }
 
@@ -138,10 +133,9 @@ void NetFlowV9Encoder::encode(const FlowRecord *recs, size_t n, uint32_t export_
     int t = r.key.is_ipv6 ? 1 : 0;
     // A template not sent yet: both go (they are small, and a refresh keeps them together).
     if (!(announced_ & (1u << t))) add_templates(b);
-    std::span<const TemplateField> fields = kFieldsOf[t].first(nfields_);
-    size_t len = flow_export::data_record_length(kSpecs[t].first(nfields_));
+    size_t len = flow_export::data_record_length(specs_[t]);
     for (int dir = 0; dir < directions(r); ++dir)
-      flow_export::write_data_record(b.add(kTemplateIds[t], len, true), View::direction(r, dir == 1), fields,
+      flow_export::write_data_record(b.add(ids_[t], len, true), View::direction(r, dir == 1), fields_[t],
                                      Protocol::NetFlowV9, [this](uint64_t ms) { return uptime(ms); });
     b.flow_record_done();
   }

@@ -6,7 +6,6 @@
 // Templates (FlowSet id 0): the fields of flow_fields.hh (kFields), as IPFIX
 // sends them but for the times; field type (length in octets):
 //
-//   256 IPv4 (45 octets per record)            257 IPv6 (69)
 //   IPV4_SRC_ADDR 8 (4) | IPV6_SRC_ADDR 27 (16)
 //   IPV4_DST_ADDR 12 (4) | IPV6_DST_ADDR 28 (16)
 //   L4_SRC_PORT 7 (2), L4_DST_PORT 11 (2), PROTOCOL 4 (1), SRC_VLAN 58 (2)
@@ -14,6 +13,16 @@
 //   FIRST_SWITCHED 22 (4), LAST_SWITCHED 21 (4)        ms of sysUptime, see below
 //   TCP_FLAGS 6 (1), MIN_PKT_LNGTH 25 (2), MAX_PKT_LNGTH 26 (2)
 //   flowEndReason 136 (1)                              unless end_reason is false
+//   the optional fields the graph's FlowTables keep (`fields`):
+//   INPUT_SNMP 10 (4), OUTPUT_SNMP 14 (4), DIRECTION 61 (1),
+//   IN_SRC_MAC 56 (6), IN_DST_MAC 80 (6), SRC_TOS 5 (1), MIN_TTL 52 (1),
+//   MAX_TTL 53 (1), dot1qCustomerVlanId 245 (2), ICMP_TYPE 32 (2) (IPv4) or
+//   icmpTypeCodeIPv6 139 (2) (IPv6), MPLS_LABEL_1 70 (3)
+//
+// Template 256 is IPv4, 257 IPv6 with every optional field (76 and 100
+// octets per record); + 8 * (the optional fields left out, as a
+// FlowFieldSet) otherwise, as IPFIX numbers them. Without any optional
+// field: 45 and 69 octets.
 //
 // RFC 3954 defines no end-reason field type. 136 is IANA's flowEndReason:
 // IANA's IPFIX element ids extend the NetFlow v9 field type space (0-127 are
@@ -76,6 +85,7 @@ struct NetFlowV9EncoderConfig {
   uint32_t source_id = 1;     // in every packet header
   size_t max_message = 1472;  // octets of an export packet: MTU - IP - UDP headers, computed by the caller
   bool end_reason = true;     // flowEndReason (136) in the templates
+  FlowFieldSet fields = kAllFlowFields;  // the optional fields the records carry
 };
 
 class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageBuilder::Header {
@@ -94,7 +104,9 @@ class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageB
   uint32_t sequence() const override { return sequence_; }
   void reset_templates() override { announced_ = 0; }
 
-  // The fields of template `template_id` (256 or 257), octets per record.
+  // Its templates' ids (IPv4, IPv6).
+  uint16_t template_id(bool ipv6) const { return ids_[ipv6 ? 1 : 0]; }
+  // The fields of template `template_id` (template_id()), octets per record.
   std::span<const FieldSpec> template_fields(uint16_t template_id) const;
   size_t record_length(uint16_t template_id) const;
   // The smallest max_message accepted: a header, a FlowSet header and the
@@ -119,7 +131,9 @@ class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageB
   uint32_t uptime(uint64_t t_ms);
 
   NetFlowV9EncoderConfig cfg_;
-  size_t nfields_;  // fields per template (the last one is flowEndReason)
+  std::vector<flow_export::TemplateField> fields_[2];  // IPv4, IPv6
+  std::vector<FieldSpec> specs_[2];
+  uint16_t ids_[2];
   uint32_t sequence_ = 0;
   unsigned announced_ = 0;  // bit i: kTemplateIds[i] has been sent
   bool booted_ = false;

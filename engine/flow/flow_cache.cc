@@ -106,7 +106,22 @@ struct FlowCache::Prepared {
   uint8_t is_ip;
   uint64_t time;
   const PacketLabels *labels;  // null: none
+  // For the optional fields (attrs_ only).
+  const PacketMeta *meta;
+  FlowPacketSource source;
 };
+
+struct alignas(64) FlowCache::Attrs {
+  uint8_t mac[2][12];  // per direction: destination then source, as the frame has them
+  uint32_t if_index[2];
+  uint8_t tos[2];
+  uint8_t min_ttl[2];
+  uint8_t max_ttl[2];
+  uint16_t vlan_inner;
+  uint8_t mpls_top[3];
+  uint8_t flow_direction;
+};
+static_assert(sizeof(FlowCache::Attrs) == 64);
 
 namespace {
 
@@ -217,6 +232,11 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   bucket_map_.p = map_memory(bucket_map_.n, cfg.prefault);
   scratch_map_.n = round_up(kBatch * sizeof(Prepared), 4096);
   scratch_map_.p = map_memory(scratch_map_.n, true);
+  if (cfg.fields & ~flow_field_bit(FlowField::Icmp)) {
+    attrs_map_.n = round_up(capacity_ * sizeof(Attrs), 4096);
+    attrs_map_.p = map_memory(attrs_map_.n, cfg.prefault);
+    attrs_ = static_cast<Attrs *>(attrs_map_.p);
+  }
 
   // Fresh anonymous memory reads as zeros: empty buckets, never-used entries.
   entries_ = static_cast<Entry *>(entry_map_.p);
@@ -227,10 +247,15 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
 
 FlowCache::~FlowCache() = default;
 
-size_t FlowCache::bytes() const { return entry_map_.n + bucket_map_.n + scratch_map_.n + ext_map_.n; }
+size_t FlowCache::bytes() const {
+  return entry_map_.n + bucket_map_.n + scratch_map_.n + attrs_map_.n + ext_map_.n;
+}
 
-void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, Prepared &p) const {
+void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
+                        Prepared &p) const {
   p.labels = labels && labels->count ? labels : nullptr;
+  p.meta = &m;
+  p.source = source ? *source : FlowPacketSource{};
   uint64_t w[5];
   std::memcpy(w, &m, sizeof w);  // addresses, ports, protocol, then status and flags (masked off)
   const bool l4 = m.has_l4();
@@ -391,7 +416,9 @@ void FlowCache::fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const {
       o.min_len = e.min_len[d];
       o.max_len = e.max_len[d];
       o.tcp_flags = e.tcp_flags[d];
-      o.pad[0] = o.pad[1] = o.pad[2] = 0;
+      o.tos = o.min_ttl = o.max_ttl = 0;
+      o.if_index = 0;
+      std::memset(o.src_mac, 0, sizeof o.src_mac + sizeof o.dst_mac);
     } else {
       std::memset(&o, 0, sizeof o);
     }
@@ -399,9 +426,78 @@ void FlowCache::fill(const Entry &e, FlowEndReason r, FlowRecord &rec) const {
   rec.reason = r;
   rec.biflow = cfg_.bidirectional ? 1 : 0;
   rec.lane = cfg_.lane;
-  rec.pad = 0;
+  rec.flow_direction = 0;
+  std::memset(rec.mpls_top, 0, sizeof rec.mpls_top);
+  rec.vlan_inner = 0;
+  std::memset(rec.pad, 0, sizeof rec.pad);
+  if (attrs_) fill_attrs(uint32_t(&e - entries_), e, rec);
   if (e.state & kExt) std::memcpy(rec.ext, ext_ + size_t(&e - entries_) * kFlowExtBytes, kFlowExtBytes);
   else std::memset(rec.ext, 0, sizeof rec.ext);
+}
+
+// The optional fields the table keeps, into a record fill() made.
+void FlowCache::fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const {
+  const Attrs &a = attrs_[slot];
+  const FlowFieldSet f = cfg_.fields;
+  auto has = [f](FlowField x) { return (f & flow_field_bit(x)) != 0; };
+  FlowCounters *c[2] = {&rec.fwd, &rec.rev};
+  for (unsigned d = 0; d < 2; ++d) {
+    if (!c[d]->packets) continue;
+    if (has(FlowField::InIf) || has(FlowField::OutIf)) c[d]->if_index = a.if_index[d];
+    if (has(FlowField::DstMac)) std::memcpy(c[d]->dst_mac, a.mac[d], 6);
+    if (has(FlowField::SrcMac)) std::memcpy(c[d]->src_mac, a.mac[d] + 6, 6);
+    if (has(FlowField::Tos)) c[d]->tos = a.tos[d];
+    if (has(FlowField::Ttl)) c[d]->min_ttl = a.min_ttl[d], c[d]->max_ttl = a.max_ttl[d];
+  }
+  if (!has_packets(e)) return;
+  if (has(FlowField::Direction)) rec.flow_direction = a.flow_direction;
+  if (has(FlowField::InnerVlan)) rec.vlan_inner = a.vlan_inner;
+  if (has(FlowField::Mpls)) std::memcpy(rec.mpls_top, a.mpls_top, 3);
+}
+
+// A packet counted in direction d of entry e (before count(): e still has
+// the counts without it).
+void FlowCache::count_attrs(uint32_t slot, const Entry &e, unsigned d, const Prepared &p) {
+  Attrs &a = attrs_[slot];
+  const PacketMeta &m = *p.meta;
+  if (!has_packets(e)) {  // the record's first packet
+    a.flow_direction = p.source.flow_direction;
+    a.vlan_inner = m.vlan_inner;
+    std::memcpy(a.mpls_top, m.mpls_top, 3);
+    a.if_index[1 - d] = 0;
+  }
+  if (e.packets[d] == 0) {  // the direction's first
+    a.tos[d] = m.tos;
+    a.min_ttl[d] = a.max_ttl[d] = m.ttl;
+    a.if_index[d] = p.source.if_index;
+    if (p.source.frame && m.is_ethernet()) std::memcpy(a.mac[d], p.source.frame, 12);
+    else std::memset(a.mac[d], 0, 12);
+  } else {
+    if (m.ttl < a.min_ttl[d]) a.min_ttl[d] = m.ttl;
+    if (m.ttl > a.max_ttl[d]) a.max_ttl[d] = m.ttl;
+  }
+}
+
+// adopt(): direction d of `from`'s entry from_slot merged into direction
+// `to` of entry `slot` here. `first`: that direction had no packet here yet.
+void FlowCache::adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to,
+                            bool first) {
+  if (!attrs_) return;
+  Attrs &n = attrs_[slot];
+  if (!from.attrs_) {
+    if (first) std::memset(n.mac[to], 0, 12), n.if_index[to] = 0, n.tos[to] = n.min_ttl[to] = n.max_ttl[to] = 0;
+    return;
+  }
+  const Attrs &o = from.attrs_[from_slot];
+  if (first) {
+    std::memcpy(n.mac[to], o.mac[d], 12);
+    n.if_index[to] = o.if_index[d];
+    n.tos[to] = o.tos[d];
+    n.min_ttl[to] = o.min_ttl[d], n.max_ttl[to] = o.max_ttl[d];
+  } else {
+    n.min_ttl[to] = std::min(n.min_ttl[to], o.min_ttl[d]);
+    n.max_ttl[to] = std::max(n.max_ttl[to], o.max_ttl[d]);
+  }
 }
 
 bool FlowCache::map_ext() {
@@ -490,6 +586,16 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
       Entry &n = entries_[s];
       // Which direction of the entry here this one is (uni: always forward).
       unsigned to = cfg_.bidirectional && swapped != ((n.state & kFwdRev) ? 1 : 0) ? 1 : 0;
+      if (attrs_ && !has_packets(n)) {  // the record's fields: the first flow merged in brings them
+        Attrs &a = attrs_[s];
+        std::memset(&a, 0, sizeof a);
+        if (from.attrs_) {
+          const Attrs &o = from.attrs_[i];
+          a.flow_direction = o.flow_direction, a.vlan_inner = o.vlan_inner;
+          std::memcpy(a.mpls_top, o.mpls_top, 3);
+        }
+      }
+      adopt_attrs(from, i, d, s, to, n.packets[to] == 0);
       if (n.packets[to] == 0) {
         n.first_ns[to] = e.first_ns[d], n.dir_last_ns[to] = e.dir_last_ns[d];
         n.min_len[to] = e.min_len[d], n.max_len[to] = e.max_len[d];
@@ -523,6 +629,14 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
         std::swap(n.min_len[0], n.min_len[1]);
         std::swap(n.max_len[0], n.max_len[1]);
         std::swap(n.tcp_flags[0], n.tcp_flags[1]);
+        if (attrs_) {
+          Attrs &a = attrs_[s];
+          std::swap(a.mac[0], a.mac[1]);
+          std::swap(a.if_index[0], a.if_index[1]);
+          std::swap(a.tos[0], a.tos[1]);
+          std::swap(a.min_ttl[0], a.min_ttl[1]);
+          std::swap(a.max_ttl[0], a.max_ttl[1]);
+        }
         n.state ^= kFwdRev;
       }
     }
@@ -634,6 +748,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
       d = 0;
       ++stats_.created;
     }
+    if (attrs_) count_attrs(s, e, d, p);
     count(e, d, p);
     if (p.labels) [[unlikely]] apply_labels(s, e, *p.labels);
     ++stats_.packets;
@@ -661,6 +776,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
   reset_record(e);
   e.last_ns = p.time;
   index_insert(s, p.home, bucket, p.tag);
+  if (attrs_) count_attrs(s, e, 0, p);
   count(e, 0, p);
   if (p.labels) [[unlikely]] apply_labels(s, e, *p.labels);
   ++stats_.created;
@@ -669,7 +785,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
 }
 
 FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out,
-                                     unsigned *n_out, const PacketLabels *labels) {
+                                     unsigned *n_out, const PacketLabels *labels, const FlowPacketSource *source) {
   *n_out = 0;
   if (time_ns > now_) now_ = time_ns;
   if (!m.is_ip()) {
@@ -677,13 +793,13 @@ FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, Flow
     return FlowPacketOutcome::NotIp;
   }
   Prepared p;
-  prepare(m, time_ns, labels, p);
+  prepare(m, time_ns, labels, source, p);
   return account_prepared(p, out, n_out);
 }
 
 void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
                               FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out,
-                              const PacketLabels *const *labels) {
+                              const PacketLabels *const *labels, const FlowPacketSource *sources) {
   unsigned total = 0;
   for (unsigned base = 0; base < n; base += kBatch) {
     const unsigned k = std::min(kBatch, n - base);
@@ -696,7 +812,7 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
         p.time = times_ns[base + i];
         continue;
       }
-      prepare(m, times_ns[base + i], labels ? labels[base + i] : nullptr, p);
+      prepare(m, times_ns[base + i], labels ? labels[base + i] : nullptr, sources ? &sources[base + i] : nullptr, p);
       prefetch(&buckets_[p.home]);
     }
     // 2. and 3., overlapped: prefetch the entry of the first matching tag (both
@@ -707,9 +823,11 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
       if (!p.is_ip) return;
       uint32_t mask = match_tags(buckets_[p.home], p.tag);
       if (mask) {
-        const Entry *e = &entries_[buckets_[p.home].slot[next_way(mask)]];
+        uint32_t slot = buckets_[p.home].slot[next_way(mask)];
+        const Entry *e = &entries_[slot];
         prefetch(e);
         prefetch(reinterpret_cast<const char *>(e) + 64);
+        if (attrs_) prefetch(&attrs_[slot]);
       }
     };
     constexpr unsigned kEntryAhead = 16;

@@ -119,7 +119,16 @@
 //   touched by the flows that get labels (Entry state bit kExt: the slot
 //   holds this flow's values; a new flow or a restart clears it, an active
 //   timeout keeps it). Tables that never see a label map nothing.
-// * Memory: 128 + 16 = 144 bytes per flow of capacity (bytes()), mapped once
+// * Optional fields (FlowCacheConfig::fields, FlowField): a third array,
+//   64 bytes per entry slot (Attrs), mapped with the others when the table
+//   keeps any field but `icmp`. Per direction, from the direction's first
+//   packet in the current record: ToS, interface, MAC addresses; and the
+//   smallest and largest TTL of its packets. Of the record's first packet:
+//   flowDirection, inner VLAN, top MPLS label. An active timeout starts them
+//   over with the fresh record, as the counters. One more cache line per
+//   packet (prefetched with the entry).
+// * Memory: 128 + 16 = 144 bytes per flow of capacity (bytes()), 208 with
+//   optional fields, mapped once
 //   (anonymous mmap, transparent huge pages advised); pages are touched on
 //   first use unless prefault is set. NUMA: pages land on the node of the
 //   thread that first touches them: construct (with prefault) or first use
@@ -155,11 +164,23 @@ struct FlowCacheConfig {
   uint16_t lane = 0;            // copied into every record
   uint64_t end_grace_ns = 1'000'000'000ull;  // after FIN/RST: ends after min(idle, this) without packets; > 0
   bool prefault = false;  // touch all memory in the constructor (no page faults on the data path later)
+  // Optional record fields to keep (FlowTable `fields`): the others stay
+  // zero in records. All but `icmp` (from the key) need a second array.
+  FlowFieldSet fields = 0;
 
   // The hash's secret key. Unset: SLUICE_FLOW_HASH_KEY when set, else random
   // from the OS (flow_hash_key_for_new_table()). Records do not depend on it
   // (header comment), but a fixed key repeats the index layout exactly.
   std::optional<FlowHashKey> hash_key;
+};
+
+// What a table keeping optional fields reads from a packet besides its
+// PacketMeta: where it came in, and its first bytes (the MAC addresses of
+// an Ethernet frame, PacketMeta::is_ethernet()).
+struct FlowPacketSource {
+  const uint8_t *frame = nullptr;  // null: no MAC addresses
+  uint32_t if_index = 0;
+  uint8_t flow_direction = 0;
 };
 
 enum class FlowPacketOutcome : uint8_t {
@@ -196,16 +217,17 @@ class FlowCache {
   // evicted to make room.
   // `labels` (may be null): values for the flow's extension fields; a field
   // keeps the first value its flow got.
+  // `source` (may be null): for the optional fields (FlowCacheConfig::fields).
   FlowPacketOutcome account(const PacketMeta &m, uint64_t time_ns, FlowRecord *out, unsigned *n_out,
-                            const PacketLabels *labels = nullptr);
+                            const PacketLabels *labels = nullptr, const FlowPacketSource *source = nullptr);
 
   // The same for n packets, in order, with the same results as n account() calls; hashes
   // and prefetches kBatch packets ahead. outcomes[i] (may be null) per packet; records to
   // out[0..*n_out), room for n * kMaxRecordsPerPacket needed. labels[i] (labels itself may be
-  // null, and so may each) as in account().
+  // null, and so may each) and sources[i] (sources may be null) as in account().
   void account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
                      FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out,
-                     const PacketLabels *const *labels = nullptr);
+                     const PacketLabels *const *labels = nullptr, const FlowPacketSource *sources = nullptr);
 
   // Expiry scan of entry slots [begin, end) at time now_ns (now becomes max(now, now_ns)):
   // idle / end-grace flows leave and are freed, active timeouts leave and roll over.
@@ -277,6 +299,7 @@ class FlowCache {
   struct Entry;     // 128 bytes
   struct Bucket;    // 64 bytes
   struct Prepared;  // a packet's key, hash and fields, ready to look up
+  struct Attrs;     // 64 bytes: an entry's optional fields
 
  private:
   struct Mapping {
@@ -284,7 +307,11 @@ class FlowCache {
     size_t n = 0;
     ~Mapping();
   };
-  void prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, Prepared &p) const;
+  void prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
+               Prepared &p) const;
+  void count_attrs(uint32_t slot, const Entry &e, unsigned d, const Prepared &p);
+  void fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const;
+  void adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to, bool first);
   void apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels);
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
   void hash_into(const uint64_t w[5], Prepared &p) const;
@@ -316,6 +343,10 @@ class FlowCache {
   size_t used_ = 0;
   // Not a JIT constant (after used_): the key stays out of emitted IR.
   FlowHashKey hash_key_;
+  // Optional fields: an Attrs per entry slot, when the table keeps any
+  // that need one (else null).
+  Mapping attrs_map_;
+  Attrs *attrs_ = nullptr;
   // Extension fields: kFlowExtBytes per entry slot, mapped at the first
   // label (so not a JIT constant either).
   Mapping ext_map_;

@@ -2,6 +2,7 @@
 // GCSlicer, the exporters and FlowLog consume. Plain data, trivially
 // copyable, so that records move between threads through rings by value.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -19,6 +20,28 @@ enum class FlowEndReason : uint8_t {
   LackOfResources = 5,  // evicted from a full table
 };
 const char *flow_end_reason_name(FlowEndReason r);  // "idle timeout", "active timeout", ...
+
+// The optional fields of a flow record, beyond the key, counters, times,
+// TCP flags, IP lengths and end reason that every record has. A FlowTable
+// keeps those its `fields` argument names (by these names), and its records
+// carry them; exporters and FlowLog write the ones the graph's tables keep.
+enum class FlowField : uint8_t {
+  InIf,       // in_if: ingressInterface, per direction
+  OutIf,      // out_if: egressInterface: the interface the other direction came in on
+  Direction,  // direction: flowDirection
+  SrcMac,     // src_mac: sourceMacAddress, per direction
+  DstMac,     // dst_mac: destinationMacAddress, per direction
+  Tos,        // tos: ipClassOfService, per direction
+  Ttl,        // ttl: minimumTTL and maximumTTL, per direction
+  InnerVlan,  // inner_vlan: dot1qCustomerVlanId
+  Icmp,       // icmp: icmpTypeCodeIPv4 / icmpTypeCodeIPv6 (from the key's ports)
+  Mpls,       // mpls: mplsTopLabelStackSection
+};
+inline constexpr int kFlowFieldCount = int(FlowField::Mpls) + 1;
+using FlowFieldSet = uint32_t;  // bit (1 << FlowField)
+constexpr FlowFieldSet flow_field_bit(FlowField f) { return FlowFieldSet(1) << int(f); }
+inline constexpr FlowFieldSet kAllFlowFields = (FlowFieldSet(1) << kFlowFieldCount) - 1;
+const char *flow_field_name(FlowField f);  // "in_if", "ttl", ...: FlowTable's `fields` symbols
 
 // An address of a FlowKey as text ("10.0.0.1", "2001:db8::1"): IPv4 from
 // its v4-mapped form.
@@ -38,7 +61,9 @@ struct FlowKey {
 };
 static_assert(sizeof(FlowKey) == 40);
 
-// What one direction of a flow carried.
+// What one direction of a flow carried. The fields after tcp_flags are the
+// optional ones (FlowTable `fields`, FlowRecordFields below): zero unless
+// the table keeps them.
 struct FlowCounters {
   uint64_t packets;
   uint64_t octets;    // IP level: the sum of IP total lengths
@@ -47,9 +72,14 @@ struct FlowCounters {
   uint16_t min_len;   // smallest and largest IP total length
   uint16_t max_len;
   uint8_t tcp_flags;  // OR of the TCP flags seen
-  uint8_t pad[3];
+  uint8_t tos;        // IPv4 TOS / IPv6 traffic class of the first packet
+  uint8_t min_ttl;    // smallest and largest IPv4 TTL / IPv6 hop limit
+  uint8_t max_ttl;
+  uint32_t if_index;  // interface the first packet came in on (its source's `ifindex`)
+  uint8_t src_mac[6]; // MAC addresses of the first packet (Ethernet frames)
+  uint8_t dst_mac[6];
 };
-static_assert(sizeof(FlowCounters) == 40);
+static_assert(sizeof(FlowCounters) == 56);
 
 // One record. `fwd` is the direction of the flow's first packet (key src ->
 // dst). A uniflow record (FlowTable direction uni) has rev all zero and
@@ -61,7 +91,12 @@ struct FlowRecord {
   FlowEndReason reason;
   uint8_t biflow;
   uint16_t lane;  // the lane that metered it
-  uint32_t pad;
+  // Optional fields of the whole record (FlowTable `fields`), zero unless
+  // kept: of the record's first packet.
+  uint8_t flow_direction;  // its source's `direction`: 0 ingress, 1 egress
+  uint8_t mpls_top[3];     // PacketMeta::mpls_top
+  uint16_t vlan_inner;     // PacketMeta::vlan_inner
+  uint8_t pad[6];
   // Extension fields (flow_extension.hh): the slots of the fields elements
   // set, zero where a flow got no value or a table keeps no fields.
   uint8_t ext[kFlowExtBytes];
@@ -74,6 +109,7 @@ struct FlowRecord {
   uint64_t last_ns() const { return rev.last_ns > fwd.last_ns ? rev.last_ns : fwd.last_ns; }
 };
 static_assert(std::is_trivially_copyable_v<FlowRecord>);
+static_assert(offsetof(FlowRecord, ext) % 8 == 0);
 static_assert(sizeof(FlowRecord) % 8 == 0);
 
 }  // namespace sluice

@@ -97,6 +97,10 @@ struct PacketMeta {
   uint8_t ttl;          // IPv4 TTL, IPv6 hop limit
   uint8_t tos;          // IPv4 TOS, IPv6 traffic class
   uint8_t tcp_flags;    // TCP header byte 13: CWR ECE URG ACK PSH RST SYN FIN
+  // The top MPLS label stack entry without its TTL (label << 4 | traffic
+  // class << 1 | bottom of stack), as IPFIX mplsTopLabelStackSection sends
+  // it; zero without MPLS.
+  uint8_t mpls_top[3];
 
   static constexpr uint16_t kIpv4 = 1 << 0;
   static constexpr uint16_t kIpv6 = 1 << 1;
@@ -107,6 +111,7 @@ struct PacketMeta {
   static constexpr uint16_t kIpOptions = 1 << 6;      // IPv4 header longer than 20 bytes
   static constexpr uint16_t kIpv6ExtHeaders = 1 << 7; // IPv6 extension headers before l4_offset
   static constexpr uint16_t kIpLengthFromFrame = 1 << 8;  // IP length field 0 or past the frame: the frame's
+  static constexpr uint16_t kEthernet = 1 << 9;  // an Ethernet frame: destination and source MAC in its first 12 bytes
 
   bool is_ipv4() const { return flags & kIpv4; }
   bool is_ipv6() const { return flags & kIpv6; }
@@ -116,9 +121,10 @@ struct PacketMeta {
   bool has_l4() const { return flags & kHasL4; }
   bool is_pppoe() const { return flags & kPppoe; }
   bool ip_length_from_frame() const { return flags & kIpLengthFromFrame; }
+  bool is_ethernet() const { return flags & kEthernet; }
 };
 
-static_assert(sizeof(PacketMeta) <= 64, "PacketMeta must fit one cache line");
+static_assert(sizeof(PacketMeta) == 64, "PacketMeta must fit one cache line");
 static_assert(std::is_trivially_copyable_v<PacketMeta>);
 
 }  // namespace sluice

@@ -210,6 +210,7 @@ ParseStatus parse_mpls(const Frame &f, uint32_t off, PacketMeta &m) {
     if (m.mpls_count == kMaxMplsLabels) return ParseStatus::TooManyMplsLabels;
     if (off + 4 > f.caplen) return ParseStatus::TruncatedL2;
     bool bottom_of_stack = f.data[off + 2] & 1;
+    if (m.mpls_count == 0) std::memcpy(m.mpls_top, f.data + off, 3);
     ++m.mpls_count;
     off += 4;
     if (bottom_of_stack) break;
@@ -333,6 +334,7 @@ ParseStatus parse_packet(const uint8_t *data, uint32_t caplen, LinkType link, Pa
   ParseStatus s;
   switch (link) {
     case LinkType::Ethernet:
+      if (f.caplen >= 14) out.flags |= PacketMeta::kEthernet;
       s = f.caplen < 14 ? ParseStatus::TruncatedL2 : parse_ethertype(f, be16(data + 12), 14, out);
       break;
     case LinkType::LinuxSll:  // packet type, ARPHRD, address length, address (8), protocol

@@ -17,6 +17,10 @@ struct alignas(8) PacketAnno {
   uint64_t time_ns;    // packet time (UNIX ns): the capture time, or what Timestamp set
   uint32_t hash;       // RSS hash: the NIC's, or the software one when lanes share a device; else 0
   uint32_t wire_len;   // length on the wire (pcap's len); the mbuf holds pkt_len bytes
+  // Where the source received it (its `ifindex` and `direction`): a flow's
+  // ingressInterface and flowDirection (0 ingress, 1 egress).
+  uint32_t if_index;
+  uint8_t flow_direction;
   // Values elements put on the packet for its flow's extension fields
   // (flow_extension.hh); sources set labels.count to 0.
   PacketLabels labels;

@@ -71,6 +71,10 @@ struct RunContext {
   // the extra template fields of its exporters. Throws for a field no
   // element file registered.
   std::vector<const FlowExtField *> flow_fields() const;
+  // The optional record fields (FlowField) its flow tables keep
+  // (ElementSpec::record_fields), all tables' together: the optional
+  // columns of its FlowLogs and template fields of its exporters.
+  FlowFieldSet record_fields() const;
 
   // The source of each lane (set once every element exists).
   std::vector<SourceElement *> lane_sources;

@@ -72,6 +72,13 @@ std::vector<const FlowExtField *> RunContext::flow_fields() const {
   return out;
 }
 
+FlowFieldSet RunContext::record_fields() const {
+  FlowFieldSet set = 0;
+  for (const Node &n : lanes->nodes)
+    if (n.spec->record_fields) set |= n.spec->record_fields(n);
+  return set;
+}
+
 bool RunContext::claim_output_file(const std::string &path, const std::string &element) {
   if (path == "-" || path == "/dev/null") return false;
   std::error_code ec;

@@ -96,12 +96,24 @@ std::vector<FlowRecord> make_records(size_t n, uint64_t seed, uint64_t base_ns =
       c.min_len = uint16_t(u(20, 1500));
       c.max_len = uint16_t(u(c.min_len, 65535));
       c.tcp_flags = r.key.proto == 6 ? uint8_t(u(0, 255)) : 0;
+      c.tos = uint8_t(u(0, 255));
+      c.min_ttl = uint8_t(u(1, 255));
+      c.max_ttl = uint8_t(u(c.min_ttl, 255));
+      c.if_index = u(0, 3) ? uint32_t(u(1, 64)) : uint32_t(u(0, 0xffffffffull));
+      for (uint8_t *m : {c.src_mac, c.dst_mac})
+        for (int b = 0; b < 6; ++b) m[b] = uint8_t(u(0, 255));
     };
     counters(r.fwd, base_ns + u(0, spread_ns));
     if (u(0, 4) == 0) r.fwd.first_ns -= r.fwd.first_ns % 1'000'000;  // on a millisecond boundary
     if (r.biflow && u(0, 3) != 0) counters(r.rev, r.fwd.first_ns + u(0, 5'000'000'000));
     r.reason = FlowEndReason(u(1, 5));
     r.lane = uint16_t(u(0, 3));
+    r.flow_direction = uint8_t(u(0, 1));
+    r.vlan_inner = u(0, 2) ? 0 : uint16_t(u(1, 4095));
+    if (u(0, 2) == 0) {  // an MPLS label stack entry: label, traffic class, bottom of stack
+      uint32_t lse = uint32_t(u(16, 0xfffff)) << 4 | uint32_t(u(0, 7)) << 1 | uint32_t(u(0, 1));
+      r.mpls_top[0] = uint8_t(lse >> 16), r.mpls_top[1] = uint8_t(lse >> 8), r.mpls_top[2] = uint8_t(lse);
+    }
   }
   return v;
 }
@@ -117,6 +129,7 @@ std::string addr_str(const uint8_t *a, bool v6) {
 struct Dir {
   uint64_t packets = 0, octets = 0, start_ms = 0, end_ms = 0;
   unsigned flags = 0, min_len = 0, max_len = 0;
+  unsigned tos = 0, min_ttl = 0, max_ttl = 0;  // optional fields
 };
 
 // One exported record, as a collector sees it.
@@ -126,27 +139,54 @@ struct Norm {
   Dir fwd;
   bool bi = false;
   Dir rev;
+  // optional fields
+  uint64_t in_if = 0, out_if = 0;
+  unsigned direction = 0, inner_vlan = 0, icmp = 0, mpls = 0;
+  std::string src_mac = "00:00:00:00:00:00", dst_mac = "00:00:00:00:00:00";
 };
+
+std::string mac_str(const uint8_t *m) {
+  char buf[18];
+  snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
 
 std::string str(const Dir &d) {
   std::ostringstream s;
   s << "pkts " << d.packets << " octs " << d.octets << " ms " << d.start_ms << ".." << d.end_ms << " flags "
     << d.flags << " len " << d.min_len << ".." << d.max_len;
+  if (d.tos || d.min_ttl || d.max_ttl) s << " tos " << d.tos << " ttl " << d.min_ttl << ".." << d.max_ttl;
   return s.str();
 }
 
 std::string str(const Norm &n) {
   std::ostringstream s;
   s << n.src << " " << n.sport << " > " << n.dst << " " << n.dport << " proto " << n.proto << " vlan " << n.vlan
-    << " reason " << n.reason << " | " << str(n.fwd);
+    << " reason " << n.reason;
+  const std::string zero_mac = "00:00:00:00:00:00";
+  if (n.in_if || n.out_if || n.direction || n.src_mac != zero_mac || n.dst_mac != zero_mac || n.inner_vlan ||
+      n.icmp || n.mpls)  // (so that records without optional fields read as before)
+    s << " if " << n.in_if << ">" << n.out_if << " dir " << n.direction << " mac " << n.src_mac << ">" << n.dst_mac
+      << " cvlan " << n.inner_vlan << " icmp " << n.icmp << " mpls " << n.mpls;
+  s << " | " << str(n.fwd);
   if (n.bi) s << " | rev " << str(n.rev);
   return s.str();
 }
 
 Dir dir_of(const FlowCounters &c) {
-  Dir d{c.packets, c.octets, c.first_ns / 1'000'000, c.last_ns / 1'000'000, c.tcp_flags, c.min_len, c.max_len};
+  Dir d{c.packets, c.octets, c.first_ns / 1'000'000, c.last_ns / 1'000'000, c.tcp_flags, c.min_len, c.max_len,
+        c.tos, c.min_ttl, c.max_ttl};
   d.end_ms = std::max(d.start_ms, d.end_ms);
   return d;
+}
+
+// The record's optional fields in an exported record whose direction is `c`.
+void set_optional(Norm &n, const FlowRecord &r, const FlowCounters &c, const FlowCounters &other) {
+  n.in_if = c.if_index, n.out_if = other.if_index;
+  n.direction = r.flow_direction, n.inner_vlan = r.vlan_inner;
+  n.src_mac = mac_str(c.src_mac), n.dst_mac = mac_str(c.dst_mac);
+  n.icmp = r.key.proto == 1 || r.key.proto == 58 ? r.key.dst_port : 0;
+  n.mpls = unsigned(r.mpls_top[0]) << 16 | unsigned(r.mpls_top[1]) << 8 | r.mpls_top[2];
 }
 
 // IPFIX: one record per flow record; non-reverse counters = fwd, reverse =
@@ -157,6 +197,7 @@ std::string ipfix_expect(const FlowRecord &r) {
   n.dst = addr_str(r.key.dst_addr, r.key.is_ipv6);
   n.sport = r.key.src_port, n.dport = r.key.dst_port, n.proto = r.key.proto, n.vlan = r.key.vlan;
   n.reason = unsigned(r.reason);
+  set_optional(n, r, r.fwd, r.rev);
   n.fwd = dir_of(r.fwd);
   n.fwd.start_ms = r.first_ns() / 1'000'000;
   n.fwd.end_ms = std::max(n.fwd.start_ms, r.last_ns() / 1'000'000);
@@ -181,6 +222,7 @@ std::vector<std::string> v9_expect(const FlowRecord &r, bool end_reason = true) 
     n.dport = d && !icmp ? r.key.src_port : r.key.dst_port;
     n.proto = r.key.proto, n.vlan = r.key.vlan;
     n.reason = end_reason ? unsigned(r.reason) : 0;
+    set_optional(n, r, d ? r.rev : r.fwd, d ? r.fwd : r.rev);
     n.fwd = dir_of(d ? r.rev : r.fwd);
     v.push_back(str(n));
   }
@@ -226,6 +268,22 @@ struct MsgInfo {
   size_t size = 0, data_records = 0, template_records = 0;
   std::vector<SetInfo> sets;
 };
+
+// The optional fields that are not per direction, IPFIX and NetFlow v9 alike.
+void decode_optional(Norm &n, const Field &f, const uint8_t *p, uint64_t v) {
+  switch (f.id) {
+    case 10: n.in_if = v; break;
+    case 14: n.out_if = v; break;
+    case 61: n.direction = unsigned(v); break;
+    case 56: n.src_mac = mac_str(p); break;
+    case 80: n.dst_mac = mac_str(p); break;
+    case 245: n.inner_vlan = unsigned(v); break;
+    case 32: CHECK(n.src.find(':') == std::string::npos); n.icmp = unsigned(v); break;  // IPv4 records only
+    case 139: CHECK(n.src.find(':') != std::string::npos); n.icmp = unsigned(v); break;
+    case 70: CHECK(f.len == 3); n.mpls = unsigned(v); break;
+    default: FAIL("unexpected element " << f.id);
+  }
+}
 
 // RFC 7011: messages in the order sent, templates kept across messages.
 struct IpfixReader {
@@ -315,7 +373,10 @@ struct IpfixReader {
         case 6: d.flags = unsigned(v); break;
         case 25: d.min_len = unsigned(v); break;
         case 26: d.max_len = unsigned(v); break;
-        default: FAIL("unexpected element " << f.id);
+        case 5: d.tos = unsigned(v); break;
+        case 52: d.min_ttl = unsigned(v); break;
+        case 53: d.max_ttl = unsigned(v); break;
+        default: CHECK(f.pen == 0); decode_optional(n, f, p, v); break;
       }
       p += f.len;
     }
@@ -408,7 +469,10 @@ struct V9Reader {
         case 6: n.fwd.flags = unsigned(v); break;
         case 25: n.fwd.min_len = unsigned(v); break;
         case 26: n.fwd.max_len = unsigned(v); break;
-        default: FAIL("unexpected field type " << f.id);
+        case 5: n.fwd.tos = unsigned(v); break;
+        case 52: n.fwd.min_ttl = unsigned(v); break;
+        case 53: n.fwd.max_ttl = unsigned(v); break;
+        default: decode_optional(n, f, p, v); break;
       }
       p += f.len;
     }
@@ -643,6 +707,28 @@ std::string addr_of(const TsFlow &f, const char *v4, const char *v6) {
   return a.empty() ? f.one(v6) : a;
 }
 
+// The optional fields, as tshark names them; per direction: the i-th of each.
+void optional_from_tshark(const TsFlow &f, Norm &n) {
+  auto opt = [&](const char *name, size_t i = 0) {
+    std::string v = f.one(name, i);
+    return v.empty() ? 0 : num(v);
+  };
+  n.in_if = opt("cflow.inputint"), n.out_if = opt("cflow.outputint");
+  n.direction = unsigned(opt("cflow.direction"));
+  if (!f.one("cflow.srcmac").empty()) n.src_mac = f.one("cflow.srcmac");
+  if (!f.one("cflow.dstmac").empty()) n.dst_mac = f.one("cflow.dstmac");
+  n.inner_vlan = unsigned(opt("cflow.dot1q_customer_vlan_id"));
+  n.icmp = f.one("cflow.icmp_type_code_ipv4").empty()
+               ? unsigned(opt("cflow.icmp_ipv6_type") << 8 | opt("cflow.icmp_ipv6_code"))
+               : unsigned(opt("cflow.icmp_type_code_ipv4"));
+  n.mpls = unsigned(opt("cflow.mpls_label") << 4 | opt("cflow.mpls_exp") << 1 | opt("cflow.mpls_bos"));
+  for (size_t i = 0; i < (n.bi ? 2 : 1); ++i) {
+    Dir &d = i ? n.rev : n.fwd;
+    d.tos = unsigned(opt("cflow.tos", i)), d.min_ttl = unsigned(opt("cflow.ttl_min", i));
+    d.max_ttl = unsigned(opt("cflow.ttl_max", i));
+  }
+}
+
 // A tshark IPFIX record, non-reverse fields first, reverse ones (PEN 29305) second.
 std::string ipfix_from_tshark(const TsFlow &f) {
   Norm n;
@@ -669,8 +755,9 @@ std::string ipfix_from_tshark(const TsFlow &f) {
   if (n.bi) {  // tshark marks the PEN 29305 fields as reverse
     size_t reverse = 0;
     for (const std::string &s : f.shownames) reverse += s.find("(Reverse") != std::string::npos;
-    CHECK(reverse == 5);
+    CHECK(reverse == 8);
   }
+  optional_from_tshark(f, n);
   return str(n);
 }
 
@@ -692,6 +779,7 @@ std::string v9_from_tshark(const TsFlow &f, const TsPacket &pk) {
   int64_t boot = int64_t(num(pk.header.at("cflow.unix_secs"))) * 1000 - int64_t(rel_ms(pk.header.at("cflow.sysuptime")));
   n.fwd.start_ms = uint64_t(boot + int64_t(rel_ms(f.one("cflow.timestart"))));
   n.fwd.end_ms = uint64_t(boot + int64_t(rel_ms(f.one("cflow.timeend"))));
+  optional_from_tshark(f, n);
   return str(n);
 }
 
@@ -711,15 +799,26 @@ TEST_CASE("ipfix: the four templates, field by field", "[ipfix]") {
                                    {1, 8, 0},   {152, 8, 0}, {153, 8, 0}, {6, 1, 0}, {25, 2, 0},
                                    {26, 2, 0},  {136, 1, 0}};
   std::vector<FieldSpec> rev = {{2, 8, R}, {1, 8, R}, {6, 1, R}, {25, 2, R}, {26, 2, R}};
+  // the optional fields (FlowTable's default: all), the ICMP one by IP version
+  std::vector<FieldSpec> optional = {{10, 4, 0}, {14, 4, 0}, {61, 1, 0}, {56, 6, 0}, {80, 6, 0}, {5, 1, 0},
+                                     {52, 1, 0}, {53, 1, 0}, {245, 2, 0}};
+  std::vector<FieldSpec> rev_optional = {{5, 1, R}, {52, 1, R}, {53, 1, R}};
   auto cat = [](std::vector<FieldSpec> a, const std::vector<FieldSpec> &b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   };
   std::vector<FieldSpec> v4 = cat({{8, 4, 0}, {12, 4, 0}}, common), v6 = cat({{27, 16, 0}, {28, 16, 0}}, common);
+  std::vector<FieldSpec> v4_all = cat(cat(v4, optional), {{32, 2, 0}, {70, 3, 0}}),
+                         v6_all = cat(cat(v6, optional), {{139, 2, 0}, {70, 3, 0}});
+  // none: 256 + 8 * (every optional field left out)
+  const uint16_t none = uint16_t(256 + 8 * kAllFlowFields);
   std::map<uint16_t, std::vector<FieldSpec>> want = {
-      {ipfix::kTemplateV4, v4}, {ipfix::kTemplateV6, v6}, {ipfix::kTemplateV4Bi, cat(v4, rev)},
-      {ipfix::kTemplateV6Bi, cat(v6, rev)}};
-  std::map<uint16_t, size_t> lengths = {{256, 53}, {257, 77}, {258, 74}, {259, 98}};
+      {ipfix::kTemplateV4, v4_all},        {ipfix::kTemplateV6, v6_all},
+      {ipfix::kTemplateV4Bi, cat(cat(v4_all, rev), rev_optional)},
+      {ipfix::kTemplateV6Bi, cat(cat(v6_all, rev), rev_optional)},
+      {none, v4}, {uint16_t(none + 1), v6}, {uint16_t(none + 2), cat(v4, rev)}, {uint16_t(none + 3), cat(v6, rev)}};
+  std::map<uint16_t, size_t> lengths = {{256, 84}, {257, 108}, {258, 108}, {259, 132},
+                                        {none, 53}, {uint16_t(none + 1), 77}, {uint16_t(none + 2), 74}, {uint16_t(none + 3), 98}};
   for (auto &[id, fields] : want) {
     INFO("template " << id);
     auto got = ipfix::template_fields(id);
@@ -731,6 +830,14 @@ TEST_CASE("ipfix: the four templates, field by field", "[ipfix]") {
     }
     CHECK(ipfix::record_length(id) == lengths[id]);
   }
+  // each set of optional fields its own ids
+  CHECK(ipfix::template_id(0, kAllFlowFields, false) == 256);
+  CHECK(ipfix::template_id(3, 0, false) == none + 3);
+  CHECK(ipfix::template_id(1, kAllFlowFields, true) == 261);
+  CHECK(ipfix::template_id(0, flow_field_bit(FlowField::Ttl), false) ==
+        256 + 8 * (kAllFlowFields & ~flow_field_bit(FlowField::Ttl)));
+  CHECK(ipfix::template_fields(ipfix::template_id(0, flow_field_bit(FlowField::Ttl), false)) ==
+        cat(v4, {{52, 1, 0}, {53, 1, 0}}));
   CHECK_THROWS_AS(ipfix::template_fields(260), std::invalid_argument);
 
   // As sent: the template set of a refresh carries exactly these.
@@ -746,6 +853,7 @@ TEST_CASE("ipfix: the four templates, field by field", "[ipfix]") {
   CHECK(rd.msgs[0].domain == 5);
   CHECK(rd.msgs[0].time == 1'700'000'000u);
   for (auto &[id, fields] : want) {
+    if (id >= none) continue;  // not this encoder's
     REQUIRE(rd.templates.count(id));
     std::vector<Field> f;
     for (const FieldSpec &s : fields) f.push_back({s.id, s.length, s.pen});
@@ -932,9 +1040,11 @@ TEST_CASE("ipfix: times exact in milliseconds, start <= end, biflows with an emp
   // a biflow whose reverse ends after the forward direction
   recs[4].biflow = 1, recs[4].fwd.first_ns = 1'700'000'003'000'000'000ull;
   recs[4].fwd.last_ns = 1'700'000'004'000'000'000ull;
-  recs[4].rev = {3, 300, 1'700'000'003'000'500'000ull, 1'700'000'009'999'999'999ull, 100, 100, 0, {}};
+  recs[4].rev = {3, 300, 1'700'000'003'000'500'000ull, 1'700'000'009'999'999'999ull, 100, 100, 0, 0, 0, 0, 0, {}, {}};
 
-  ipfix::IpfixEncoder e({1, 1472});
+  ipfix::IpfixEncoderConfig cfg{1, 1472};
+  cfg.fields = 0;  // no optional field
+  ipfix::IpfixEncoder e(cfg);
   Messages out;
   e.encode(recs.data(), recs.size(), 1'700'000'010, false, out);
   REQUIRE(out.size() == 1);
@@ -952,7 +1062,7 @@ TEST_CASE("ipfix: times exact in milliseconds, start <= end, biflows with an emp
       " | rev pkts 0 octs 0 ms 0..0 flags 0 len 0..0");
   has("10.0.0.5 0 > 192.168.0.1 0 proto 17 vlan 0 reason 1 | pkts 1 octs 0 ms 1700000003000..1700000009999 flags 0 len 0..0"
       " | rev pkts 3 octs 300 ms 0..0 flags 0 len 100..100");
-  CHECK(rd.msgs[0].sets.back().id == ipfix::kTemplateV4Bi);
+  CHECK(rd.msgs[0].sets.back().id == ipfix::template_id(2, 0, false));
   CHECK(rd.msgs[0].sets.back().records == 2);
 }
 
@@ -966,20 +1076,21 @@ TEST_CASE("ipfix: biflow uniflows: each direction a uniflow record, its own coun
     recs[i].key.proto = 6, recs[i].key.src_port = 40000, recs[i].key.dst_port = 443;
     recs[i].biflow = 1;
     recs[i].reason = FlowEndReason::EndOfFlow;
-    recs[i].fwd = {2, 120, 1'700'000'000'000'000'000ull, 1'700'000'001'000'000'000ull, 60, 60, 0x02, {}};
+    recs[i].fwd = {2, 120, 1'700'000'000'000'000'000ull, 1'700'000'001'000'000'000ull, 60, 60, 0x02, 0, 0, 0, 0, {}, {}};
   }
   // 0: both directions
-  recs[0].rev = {3, 4500, 1'700'000'000'500'000'000ull, 1'700'000'002'000'000'000ull, 1500, 1500, 0x12, {}};
+  recs[0].rev = {3, 4500, 1'700'000'000'500'000'000ull, 1'700'000'002'000'000'000ull, 1500, 1500, 0x12, 0, 0, 0, 0, {}, {}};
   // 1: the reverse direction saw nothing: the forward record alone
   // 2: after an active timeout, the reverse direction alone
   recs[2].fwd = {};
-  recs[2].rev = {1, 40, 1'700'000'005'000'000'000ull, 1'700'000'005'000'000'000ull, 40, 40, 0x10, {}};
+  recs[2].rev = {1, 40, 1'700'000'005'000'000'000ull, 1'700'000'005'000'000'000ull, 40, 40, 0x10, 0, 0, 0, 0, {}, {}};
   // 3: ICMP: the reverse keeps its type and code, as NetFlow v9 does
   recs[3].key.proto = 1, recs[3].key.src_port = 0, recs[3].key.dst_port = 8 << 8;
-  recs[3].rev = {1, 84, 1'700'000'000'100'000'000ull, 1'700'000'000'100'000'000ull, 84, 84, 0, {}};
+  recs[3].rev = {1, 84, 1'700'000'000'100'000'000ull, 1'700'000'000'100'000'000ull, 84, 84, 0, 0, 0, 0, 0, {}, {}};
 
   ipfix::IpfixEncoderConfig cfg{1, 1472};
   cfg.uniflows = true;
+  cfg.fields = 0;  // no optional field
   ipfix::IpfixEncoder e(cfg);
   Messages out;
   std::vector<uint32_t> completed;
@@ -989,9 +1100,10 @@ TEST_CASE("ipfix: biflow uniflows: each direction a uniflow record, its own coun
   rd.read(out[0]);
   // only the uniflow templates are announced and used
   CHECK(rd.templates.size() == 2);
-  CHECK(rd.templates.count(ipfix::kTemplateV4) == 1);
-  CHECK(rd.templates.count(ipfix::kTemplateV6) == 1);
-  CHECK(rd.msgs[0].sets.back().id == ipfix::kTemplateV4);
+  const uint16_t v4 = ipfix::template_id(0, 0, false), v6 = ipfix::template_id(1, 0, false);
+  CHECK(rd.templates.count(v4) == 1);
+  CHECK(rd.templates.count(v6) == 1);
+  CHECK(rd.msgs[0].sets.back().id == v4);
   std::vector<std::string> want = {
       "10.0.0.1 40000 > 192.168.0.1 443 proto 6 vlan 0 reason 3 | pkts 2 octs 120 ms 1700000000000..1700000001000 flags 2 len 60..60",
       "192.168.0.1 443 > 10.0.0.1 40000 proto 6 vlan 0 reason 3 | pkts 3 octs 4500 ms 1700000000500..1700000002000 flags 18 len 1500..1500",
@@ -1084,9 +1196,10 @@ TEST_CASE("netflow v9: header count, sequence counts packets, FlowSets padded, w
       }
       CHECK(e.sequence() == out.size());
       CHECK(rd.templates.size() == 2);
-      CHECK(rd.templates[256].size() == (reason ? 14u : 13u));
-      CHECK(e.record_length(256) == (reason ? 45u : 44u));
-      CHECK(e.record_length(257) == (reason ? 69u : 68u));
+      // every optional field (11 of them): 31 octets more than without
+      CHECK(rd.templates[256].size() == (reason ? 25u : 24u));
+      CHECK(e.record_length(256) == (reason ? 76u : 75u));
+      CHECK(e.record_length(257) == (reason ? 100u : 99u));
       check_same_records(rd.flows, all_v9_expect(recs, reason));
       check_packed(rd, out, max, 4, true);
       CHECK(e.clamped() == 0u);
@@ -1140,17 +1253,20 @@ TEST_CASE("netflow v9: templates first, refresh, biflows as two records, times f
   std::memset(&icmp, 0, sizeof icmp);
   set_v4(icmp.key.src_addr, 0x0a000001), set_v4(icmp.key.dst_addr, 0x0a000002);
   icmp.key.proto = 1, icmp.key.dst_port = 8 << 8, icmp.biflow = 1, icmp.reason = FlowEndReason::IdleTimeout;
-  icmp.fwd = {1, 84, 1'700'007'000'000'000'000ull, 1'700'007'000'000'000'000ull, 84, 84, 0, {}};
-  icmp.rev = {1, 84, 1'700'007'000'001'000'000ull, 1'700'007'000'001'000'000ull, 84, 84, 0, {}};
+  icmp.fwd = {1, 84, 1'700'007'000'000'000'000ull, 1'700'007'000'000'000'000ull, 84, 84, 0, 0, 0, 0, 0, {}, {}};
+  icmp.rev = {1, 84, 1'700'007'000'001'000'000ull, 1'700'007'000'001'000'000ull, 84, 84, 0, 0, 0, 0, 0, {}, {}};
   out.clear();
   e.encode(&icmp, 1, 1'700'007'305, false, out);
   V9Reader ri;
   ri.templates = rd.templates;  // sent before
   for (const auto &m : out) ri.read(m);
+  // (ICMP_TYPE 32: type << 8 | code, in both)
   check_same_records(ri.flows,
-                     {"10.0.0.1 0 > 10.0.0.2 2048 proto 1 vlan 0 reason 1 | pkts 1 octs 84 ms "
+                     {"10.0.0.1 0 > 10.0.0.2 2048 proto 1 vlan 0 reason 1 if 0>0 dir 0 mac "
+                      "00:00:00:00:00:00>00:00:00:00:00:00 cvlan 0 icmp 2048 mpls 0 | pkts 1 octs 84 ms "
                       "1700007000000..1700007000000 flags 0 len 84..84",
-                      "10.0.0.2 0 > 10.0.0.1 2048 proto 1 vlan 0 reason 1 | pkts 1 octs 84 ms "
+                      "10.0.0.2 0 > 10.0.0.1 2048 proto 1 vlan 0 reason 1 if 0>0 dir 0 mac "
+                      "00:00:00:00:00:00>00:00:00:00:00:00 cvlan 0 icmp 2048 mpls 0 | pkts 1 octs 84 ms "
                       "1700007000001..1700007000001 flags 0 len 84..84"});
 }
 
@@ -1213,6 +1329,7 @@ TEST_CASE("netflow v9: tshark decodes IPv4 and IPv6 records, biflows as two, eve
   REQUIRE(ts.packets.size() == all.size());
   check_no_problems(ts);
   std::map<uint32_t, std::vector<std::string>> got;
+  std::map<uint32_t, V9Reader> readers;
   for (size_t i = 0; i < ts.packets.size(); ++i) {
     INFO("packet " << i + 1);
     const TsPacket &pk = ts.packets[i];
@@ -1220,7 +1337,9 @@ TEST_CASE("netflow v9: tshark decodes IPv4 and IPv6 records, biflows as two, eve
     CHECK(num(pk.header.at("cflow.source_id")) == doms[i]);
     CHECK(num(pk.header.at("cflow.unix_secs")) == times[i]);
     CHECK(num(pk.header.at("cflow.sequence")) == seqs[i]);
-    size_t templates = all[i][20] == 0 && all[i][21] == 0 ? 2 : 0;
+    V9Reader &one = readers[doms[i]];  // templates kept per source id
+    one.read(all[i]);
+    size_t templates = one.msgs.back().template_records;
     CHECK(num(pk.header.at("cflow.count")) == pk.flows.size() + templates);
     for (const TsFlow &f : pk.flows) got[doms[i]].push_back(v9_from_tshark(f, pk));
   }

@@ -20,7 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char *kHeader = "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane";
+// (with the optional fields FlowTable keeps by default)
+constexpr const char *kHeader =
+    "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane"
+    ",in_if,out_if,direction,src_mac,dst_mac,tos,min_ttl,max_ttl,inner_vlan,icmp_type,icmp_code,mpls_label";
 
 // gen: more TrafficGen arguments (default: 3 s of traffic, unpaced).
 std::string probe(const std::string &dir, const std::string &log_args, const std::string &gen = ", duration 3s") {

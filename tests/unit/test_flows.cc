@@ -844,7 +844,8 @@ TEST_CASE("flows: FlowLog jsonl has the same records as csv", "[flows]") {
   std::regex obj("^\\{\"start_ms\": ([0-9]+), \"end_ms\": ([0-9]+), \"proto\": ([0-9]+), \"src\": \"([^\"]+)\", "
                  "\"sport\": ([0-9]+), \"dst\": \"([^\"]+)\", \"dport\": ([0-9]+), \"packets\": ([0-9]+), "
                  "\"bytes\": ([0-9]+), \"tcp_flags\": ([0-9]+), \"end_reason\": \"([a-z ]+)\", \"vlan\": ([0-9]+), "
-                 "\"lane\": ([0-9]+)\\}$");
+                 "\"lane\": ([0-9]+)(.*)\\}$");
+  std::regex optional_key(", \"([a-z_]+)\": \"?([^\",]*)\"?");
   while (std::getline(f, l)) {
     std::smatch m;
     INFO(l);
@@ -855,6 +856,11 @@ TEST_CASE("flows: FlowLog jsonl has the same records as csv", "[flows]") {
     CHECK(std::stoull(m[8].str()) == c.packets);
     CHECK(std::stoull(m[9].str()) == c.bytes);
     CHECK(m[11].str() == c.reason);
+    // the optional fields: the same keys as the CSV's columns, the same values
+    std::map<std::string, std::string> keys;
+    std::string rest = m[14].str();
+    for (std::sregex_iterator k(rest.begin(), rest.end(), optional_key), end; k != end; ++k) keys[(*k)[1]] = (*k)[2];
+    CHECK(keys == c.ext);
   }
   CHECK(i == csv.size());
   CHECK(i > 100);
@@ -1233,8 +1239,8 @@ struct ExporterFixture {
         r.key.src_addr[15] = uint8_t(i), r.key.dst_addr[12] = 192, r.key.dst_addr[15] = 1;
         r.key.proto = 17, r.key.src_port = 1000, r.key.dst_port = 53;
         r.biflow = 1, r.reason = FlowEndReason::ForcedEnd;
-        r.fwd = {2, 200, 1'700'000'000'000'000'000ull, 1'700'000'001'000'000'000ull, 100, 100, 0, {}};
-        r.rev = {1, 100, 1'700'000'000'500'000'000ull, 1'700'000'000'500'000'000ull, 100, 100, 0, {}};
+        r.fwd = {2, 200, 1'700'000'000'000'000'000ull, 1'700'000'001'000'000'000ull, 100, 100, 0, 0, 0, 0, 0, {}, {}};
+        r.rev = {1, 100, 1'700'000'000'500'000'000ull, 1'700'000'000'500'000'000ull, 100, 100, 0, 0, 0, 0, 0, {}, {}};
       }
       exp->receive_flows(0, b);
     }

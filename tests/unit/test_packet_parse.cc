@@ -162,7 +162,7 @@ TEST_CASE("Ethernet IPv4 TCP: every field", "[packet]") {
   CHECK_FALSE(m.is_ipv6());
   CHECK(m.has_l4());
   CHECK_FALSE(m.is_fragment());
-  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kHasL4));
+  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kHasL4 | PacketMeta::kEthernet));
   CHECK(m.l3_offset == 14);
   CHECK(m.l4_offset == 34);
   CHECK(m.payload_offset == 34 + 32);
@@ -223,7 +223,7 @@ TEST_CASE("IPv4 options", "[packet]") {
   o.options = {0x94, 0x04, 0, 0, 0x01, 0x01, 0x01, 0x00};  // router alert, NOPs, EOL
   PacketMeta m = parse(ether(0x0800, ipv4(17, udp(1, 2), o)));
   REQUIRE(m.status == ParseStatus::Ok);
-  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kIpOptions | PacketMeta::kHasL4));
+  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kIpOptions | PacketMeta::kHasL4 | PacketMeta::kEthernet));
   CHECK(m.l4_offset == 14 + 28);
   CHECK(m.ip_total_length == 28 + 8);
   CHECK(m.src_port == 1);
@@ -265,7 +265,7 @@ TEST_CASE("Ethernet IPv6 TCP and ICMPv6: every field", "[packet]") {
   PacketMeta m = parse(ether(0x86dd, ipv6(6, tcp(1234, 80, kPsh | kAck, {}, Bytes(5, 'y')), o)));
   REQUIRE(m.status == ParseStatus::Ok);
   CHECK(m.ethertype == 0x86dd);
-  CHECK(m.flags == (PacketMeta::kIpv6 | PacketMeta::kHasL4));
+  CHECK(m.flags == (PacketMeta::kIpv6 | PacketMeta::kHasL4 | PacketMeta::kEthernet));
   CHECK(m.l3_offset == 14);
   CHECK(m.l4_offset == 54);
   CHECK(m.payload_offset == 74);
@@ -291,7 +291,7 @@ TEST_CASE("IPv6 extension headers", "[packet]") {
   Bytes p = ether(0x86dd, ipv6(0, ext(43, 1, ext(60, 3, ext(17, 2, udp(7, 9))))));
   PacketMeta m = parse(p);
   REQUIRE(m.status == ParseStatus::Ok);
-  CHECK(m.flags == (PacketMeta::kIpv6 | PacketMeta::kIpv6ExtHeaders | PacketMeta::kHasL4));
+  CHECK(m.flags == (PacketMeta::kIpv6 | PacketMeta::kIpv6ExtHeaders | PacketMeta::kHasL4 | PacketMeta::kEthernet));
   CHECK(m.ip_proto == 17);
   CHECK(m.l4_offset == 54 + 8 + 24 + 16);
   CHECK(m.payload_offset == m.l4_offset + 8);
@@ -389,6 +389,10 @@ TEST_CASE("MPLS label stacks", "[packet]") {
   CHECK(m.l3_offset == 22);
   CHECK(m.is_ipv4());
   CHECK(m.src_port == 1);
+  // the top entry without its TTL: label 16, traffic class 0, not the bottom
+  CHECK(m.mpls_top[0] == 0x00);
+  CHECK(m.mpls_top[1] == 0x01);
+  CHECK(m.mpls_top[2] == 0x00);
 
   m = parse(cat({kMacs, be16(0x8100), tag(7, 0x8848), mpls({3}, ipv6(17, udp(1, 2)))}));
   REQUIRE(m.status == ParseStatus::Ok);
@@ -396,6 +400,8 @@ TEST_CASE("MPLS label stacks", "[packet]") {
   CHECK(m.mpls_count == 1);
   CHECK(m.l3_offset == 22);
   CHECK(m.is_ipv6());
+  CHECK((m.mpls_top[0] << 12 | m.mpls_top[1] << 4 | m.mpls_top[2] >> 4) == 3);
+  CHECK((m.mpls_top[2] & 1) == 1);  // bottom of stack
 
   // an Ethernet pseudowire (control word 0) is not IP
   m = parse(ether(0x8847, mpls({100}, cat({zeros(4), ether(0x0800, ipv4(6, tcp(1, 2, 0)))}))));
@@ -410,7 +416,7 @@ TEST_CASE("PPPoE sessions", "[packet]") {
   CHECK(m.ethertype == 0x8864);
   CHECK(m.l3_offset == 22);
   CHECK(m.is_ipv4());
-  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kPppoe | PacketMeta::kHasL4));
+  CHECK(m.flags == (PacketMeta::kIpv4 | PacketMeta::kPppoe | PacketMeta::kHasL4 | PacketMeta::kEthernet));
 
   m = parse(ether(0x8864, pppoe(0x0057, ipv6(6, tcp(1, 2, kSyn)))));
   REQUIRE(m.status == ParseStatus::Ok);
@@ -475,6 +481,7 @@ TEST_CASE("pcap link types", "[packet]") {
     CHECK(m.ethertype == (c.ipv6 ? 0x86dd : c.link == LinkType::Ppp && c.l3_offset == 6 ? 0x8847 : 0x0800));
     CHECK(m.has_l4());
     CHECK(m.src_port == (c.ipv6 ? 3000 : 1000));
+    CHECK_FALSE(m.is_ethernet());  // no MAC addresses where the frame has none
   }
 
   CHECK(parse(loopback(7, false, v4tcp), LinkType::Null).status == ParseStatus::NonIp);

@@ -522,9 +522,11 @@ TEST_CASE("reload: a FlowLog whose format changes keeps every line written befor
   std::ifstream f(log);
   std::string line;
   REQUIRE(std::getline(f, line));
-  CHECK(line == "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane");
-  std::regex csv_line("[0-9]+,[0-9]+,[0-9]+,[^,]+,[0-9]+,[^,]+,[0-9]+,([0-9]+),[0-9]+,[0-9]+,[a-z ]+,[0-9]+,[0-9]+");
-  std::regex json_line("\\{\"start_ms\": .*\"packets\": ([0-9]+), \"bytes\": .*\"lane\": [0-9]+\\}");
+  CHECK(line == "start_ms,end_ms,proto,src,sport,dst,dport,packets,bytes,tcp_flags,end_reason,vlan,lane"
+                ",in_if,out_if,direction,src_mac,dst_mac,tos,min_ttl,max_ttl,inner_vlan,icmp_type,icmp_code,mpls_label");
+  std::regex csv_line("[0-9]+,[0-9]+,[0-9]+,[^,]+,[0-9]+,[^,]+,[0-9]+,([0-9]+),[0-9]+,[0-9]+,[a-z ]+,[0-9]+,[0-9]+"
+                       "(,[0-9a-f:]+){12}");
+  std::regex json_line("\\{\"start_ms\": .*\"packets\": ([0-9]+), \"bytes\": .*\"lane\": [0-9]+, .*\\}");
   uint64_t csv = 0, json = 0, packets = 0, bad = 0;
   std::smatch m;
   while (std::getline(f, line)) {

@@ -114,7 +114,7 @@ inline constexpr Field kFields[] = {
     {"maximumIpTotalLength", 26, 2, 26, 2, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->max_len; }},
     {"flowEndReason", 136, 1, 136, 1, Kind::Number, false, [](const View &v) -> uint64_t { return uint8_t(v.rec->reason); }},
     // optional (FlowField), NetFlow v9: INPUT_SNMP, OUTPUT_SNMP, DIRECTION, IN_SRC_MAC, IN_DST_MAC,
-    // SRC_TOS, MIN_TTL, MAX_TTL, ICMP_TYPE, MPLS_LABEL_1; 245 and 139 from IANA's space
+    // SRC_TOS, MIN_TTL, MAX_TTL, ICMP_TYPE, MPLS_LABEL_1; 245 from IANA's space
     {"ingressInterface", 10, 4, 10, 4, Kind::Number, false, [](const View &v) -> uint64_t { return v.counters->if_index; },
      nullptr, flow_field_bit(FlowField::InIf)},
     {"egressInterface", 14, 4, 14, 4, Kind::Number, false, [](const View &v) -> uint64_t { return v.other->if_index; },
@@ -125,7 +125,8 @@ inline constexpr Field kFields[] = {
      flow_field_bit(FlowField::SrcMac)},
     {"destinationMacAddress", 80, 6, 80, 6, Kind::Octets, false, nullptr, [](const View &v) { return v.counters->dst_mac; },
      flow_field_bit(FlowField::DstMac)},
-    {"ipClassOfService", 5, 1, 5, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->tos; }, nullptr,
+    // not per direction: nfdump reads a reverse ipClassOfService as the forward one
+    {"ipClassOfService", 5, 1, 5, 1, Kind::Number, false, [](const View &v) -> uint64_t { return v.counters->tos; }, nullptr,
      flow_field_bit(FlowField::Tos)},
     {"minimumTTL", 52, 1, 52, 1, Kind::Number, true, [](const View &v) -> uint64_t { return v.counters->min_ttl; }, nullptr,
      flow_field_bit(FlowField::Ttl)},
@@ -137,7 +138,8 @@ inline constexpr Field kFields[] = {
     {"icmpTypeCodeIPv4", 32, 2, 32, 2, Kind::Number, false,
      [](const View &v) -> uint64_t { return v.rec->key.proto == 1 ? v.rec->key.dst_port : 0; }, nullptr,
      flow_field_bit(FlowField::Icmp), 4},
-    {"icmpTypeCodeIPv6", 139, 2, 139, 2, Kind::Number, false,
+    // NetFlow v9: ICMP_TYPE for both (nfdump reads no 139 in v9)
+    {"icmpTypeCodeIPv6", 139, 2, 32, 2, Kind::Number, false,
      [](const View &v) -> uint64_t { return v.rec->key.proto == 58 ? v.rec->key.dst_port : 0; }, nullptr,
      flow_field_bit(FlowField::Icmp), 6},
     {"mplsTopLabelStackSection", 70, 3, 70, 3, Kind::Number, false,

@@ -23,11 +23,12 @@
 //   icmpTypeCodeIPv6 139 (2) (IPv6), mplsTopLabelStackSection 70 (3);
 //   biflow templates add R packetDeltaCount, R octetDeltaCount,
 //   R tcpControlBits, R minimumIpTotalLength, R maximumIpTotalLength, and of
-//   the optional ones R ipClassOfService, R minimumTTL, R maximumTTL.
+//   the optional ones R minimumTTL, R maximumTTL (not R ipClassOfService:
+//   nfdump reads it as the forward direction's).
 //
 // Template ids: 256 IPv4 uniflow, 257 IPv6 uniflow, 258 IPv4 biflow, 259
 // IPv6 biflow with every optional field (FlowTable's default) and no
-// extension field; records of 84, 108, 108, 132 octets. +4 with extension
+// extension field; records of 84, 108, 107, 131 octets. +4 with extension
 // fields; + 8 * (the optional fields left out, as a FlowFieldSet) otherwise,
 // so that one id always means one layout (template_id()). Without any
 // optional field: 53, 77, 74, 98 octets.

@@ -16,8 +16,8 @@
 //   the optional fields the graph's FlowTables keep (`fields`):
 //   INPUT_SNMP 10 (4), OUTPUT_SNMP 14 (4), DIRECTION 61 (1),
 //   IN_SRC_MAC 56 (6), IN_DST_MAC 80 (6), SRC_TOS 5 (1), MIN_TTL 52 (1),
-//   MAX_TTL 53 (1), dot1qCustomerVlanId 245 (2), ICMP_TYPE 32 (2) (IPv4) or
-//   icmpTypeCodeIPv6 139 (2) (IPv6), MPLS_LABEL_1 70 (3)
+//   MAX_TTL 53 (1), dot1qCustomerVlanId 245 (2), ICMP_TYPE 32 (2) (ICMP
+//   and ICMPv6: RFC 3954 does not tell them apart), MPLS_LABEL_1 70 (3)
 //
 // Template 256 is IPv4, 257 IPv6 with every optional field (76 and 100
 // octets per record); + 8 * (the optional fields left out, as a

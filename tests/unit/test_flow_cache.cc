@@ -1642,3 +1642,177 @@ TEST_CASE("flowcache: labels: batches, a cut name, a full packet, and adopt keep
     CHECK(named == 1);
   }
 }
+
+namespace {
+// A packet as pkt() makes it, with what the optional fields read: ToS,
+// TTL, an inner VLAN, the top MPLS entry.
+PacketMeta pkt_with(uint8_t src, uint8_t dst, uint16_t sport, uint16_t dport, uint8_t tos, uint8_t ttl,
+                    uint8_t flags = kAck) {
+  PacketMeta m = pkt(src, dst, sport, dport, flags);
+  m.tos = tos, m.ttl = ttl;
+  m.flags |= PacketMeta::kEthernet;
+  m.vlan_inner = 300;
+  m.mpls_top[0] = 0x01, m.mpls_top[1] = 0x23, m.mpls_top[2] = 0x41;
+  return m;
+}
+size_t round_up_to_page(size_t n) { return (n + 4095) / 4096 * 4096; }
+// The frame start of a packet from MAC ..:src to MAC ..:dst.
+std::array<uint8_t, 12> macs(uint8_t src, uint8_t dst) {
+  return {2, 0, 0, 0, 0, dst, 2, 0, 0, 0, 0, src};
+}
+}  // namespace
+
+TEST_CASE("flowcache: optional fields: per direction from its first packet, TTL min and max, a new record starts over",
+          "[flowcache][record-fields]") {
+  FlowCacheConfig cfg = long_timeouts(true);
+  cfg.active_ns = 10 * kS;
+  cfg.fields = kAllFlowFields;
+  FlowCache cache(cfg);
+  FlowCacheConfig bare = long_timeouts(true);
+  CHECK(cache.bytes() == FlowCache(bare).bytes() + round_up_to_page(cfg.capacity * 64));
+  uint64_t t = 1000 * kS;
+  FlowRecord out[1];
+  unsigned n;
+  auto a = macs(1, 2), b = macs(2, 1), c = macs(9, 9);
+  FlowPacketSource in5{a.data(), 5, 1}, in6{b.data(), 6, 0}, in9{c.data(), 9, 0};
+  // forward: ToS 0x28, TTL 64, 60, 62; from interface 5, egress
+  cache.account(pkt_with(1, 2, 1000, 80, 0x28, 64), t, out, &n, nullptr, &in5);
+  cache.account(pkt_with(1, 2, 1000, 80, 0x00, 60), t += kMs, out, &n, nullptr, &in9);  // not the first: ignored but TTL
+  cache.account(pkt_with(1, 2, 1000, 80, 0x10, 62), t += kMs, out, &n, nullptr, &in5);
+  // reverse: from interface 6, TTL 128 then 120, ToS 0
+  cache.account(pkt_with(2, 1, 80, 1000, 0x00, 128), t += kMs, out, &n, nullptr, &in6);
+  cache.account(pkt_with(2, 1, 80, 1000, 0x08, 120), t += kMs, out, &n, nullptr, &in6);
+  // an active timeout: the record leaves, the next starts its fields over
+  PacketMeta later = pkt_with(2, 1, 80, 1000, 0x04, 77);
+  later.vlan_inner = 301;
+  cache.account(later, t += 11 * kS, out, &n, nullptr, &in9);
+  REQUIRE(n == 1);
+  const FlowRecord &r = out[0];
+  CHECK(r.reason == FlowEndReason::ActiveTimeout);
+  CHECK(r.fwd.if_index == 5);
+  CHECK(r.rev.if_index == 6);
+  CHECK(r.fwd.tos == 0x28);
+  CHECK(r.rev.tos == 0x00);
+  CHECK(r.fwd.min_ttl == 60);
+  CHECK(r.fwd.max_ttl == 64);
+  CHECK(r.rev.min_ttl == 120);
+  CHECK(r.rev.max_ttl == 128);
+  CHECK(std::memcmp(r.fwd.dst_mac, a.data(), 6) == 0);
+  CHECK(std::memcmp(r.fwd.src_mac, a.data() + 6, 6) == 0);
+  CHECK(std::memcmp(r.rev.dst_mac, b.data(), 6) == 0);
+  CHECK(std::memcmp(r.rev.src_mac, b.data() + 6, 6) == 0);
+  CHECK(r.flow_direction == 1);
+  CHECK(r.vlan_inner == 300);
+  CHECK(r.mpls_top[0] == 0x01);
+  CHECK(r.mpls_top[2] == 0x41);
+  FlowRecord rest[2];
+  size_t got = 0;
+  REQUIRE(cache.flush(rest, 2, &got) == 0);
+  REQUIRE(got == 1);
+  // the fresh record: its first packet went the reverse way, from interface 9
+  CHECK(rest[0].fwd.packets == 0);
+  CHECK(rest[0].fwd.if_index == 0);
+  CHECK(rest[0].fwd.max_ttl == 0);
+  CHECK(rest[0].rev.if_index == 9);
+  CHECK(rest[0].rev.tos == 0x04);
+  CHECK(rest[0].rev.min_ttl == 77);
+  CHECK(rest[0].rev.max_ttl == 77);
+  CHECK(rest[0].flow_direction == 0);
+  CHECK(rest[0].vlan_inner == 301);
+}
+
+TEST_CASE("flowcache: optional fields: only those asked for, none without a source, batches and adopt keep them",
+          "[flowcache][record-fields]") {
+  uint64_t t = 1000 * kS;
+  auto a = macs(1, 2);
+  FlowPacketSource src{a.data(), 5, 1};
+  SECTION("fields leave the others zero; icmp alone maps nothing") {
+    FlowCacheConfig cfg = long_timeouts(false);
+    cfg.fields = flow_field_bit(FlowField::Ttl) | flow_field_bit(FlowField::SrcMac);
+    FlowCache cache(cfg);
+    FlowRecord out[1];
+    unsigned n;
+    cache.account(pkt_with(1, 2, 1000, 80, 0x28, 64), t, out, &n, nullptr, &src);
+    FlowRecord rec[1];
+    size_t got = 0;
+    cache.flush(rec, 1, &got);
+    REQUIRE(got == 1);
+    CHECK(rec[0].fwd.min_ttl == 64);
+    CHECK(std::memcmp(rec[0].fwd.src_mac, a.data() + 6, 6) == 0);
+    CHECK(rec[0].fwd.tos == 0);
+    CHECK(rec[0].fwd.if_index == 0);
+    CHECK(rec[0].vlan_inner == 0);
+    CHECK(rec[0].fwd.dst_mac[5] == 0);
+    FlowCacheConfig icmp = long_timeouts(false);
+    icmp.fields = flow_field_bit(FlowField::Icmp);
+    CHECK(FlowCache(icmp).bytes() == FlowCache(long_timeouts(false)).bytes());
+  }
+  SECTION("a frame that is not Ethernet, or no source: no MAC addresses, interface 0") {
+    FlowCacheConfig cfg = long_timeouts(true);
+    cfg.fields = kAllFlowFields;
+    FlowCache cache(cfg);
+    FlowRecord out[1];
+    unsigned n;
+    PacketMeta raw = pkt_with(1, 2, 1000, 80, 0x28, 64);
+    raw.flags &= uint16_t(~PacketMeta::kEthernet);
+    cache.account(raw, t, out, &n, nullptr, &src);
+    cache.account(pkt_with(2, 1, 80, 1000, 0, 9), t + kMs, out, &n);
+    FlowRecord rec[1];
+    size_t got = 0;
+    cache.flush(rec, 1, &got);
+    REQUIRE(got == 1);
+    for (uint8_t x : rec[0].fwd.src_mac) CHECK(x == 0);
+    CHECK(rec[0].fwd.if_index == 5);
+    CHECK(rec[0].rev.if_index == 0);
+    CHECK(rec[0].rev.min_ttl == 9);
+  }
+  SECTION("account_batch gives what account() gives; adopt keeps the fields") {
+    FlowCacheConfig cfg = long_timeouts(true);
+    cfg.fields = kAllFlowFields;
+    FlowCache one(cfg), batch(cfg);
+    std::vector<PacketMeta> metas;
+    for (int i = 0; i < 200; ++i)
+      metas.push_back(pkt_with(uint8_t(i % 7), uint8_t(100 + i % 5), uint16_t(1000 + i % 3), 80, uint8_t(i), uint8_t(i)));
+    std::vector<const PacketMeta *> ptrs;
+    std::vector<uint64_t> times;
+    std::vector<FlowPacketSource> sources;
+    for (size_t i = 0; i < metas.size(); ++i) {
+      ptrs.push_back(&metas[i]);
+      times.push_back(t + i);
+      sources.push_back({a.data(), uint32_t(i), uint8_t(i % 2)});
+      FlowRecord o[1];
+      unsigned n;
+      one.account(metas[i], t + i, o, &n, nullptr, &sources[i]);
+    }
+    std::vector<FlowRecord> o(metas.size());
+    unsigned n = 0;
+    batch.account_batch(ptrs.data(), times.data(), unsigned(metas.size()), nullptr, o.data(), &n, nullptr,
+                        sources.data());
+    FlowCacheConfig bigger = cfg;
+    bigger.capacity = 1 << 17;
+    FlowCache moved(bigger);
+    moved.adopt(batch, [](const FlowRecord &) { FAIL("no eviction expected"); });
+    auto all = [](FlowCache &c) {
+      std::vector<std::string> v;
+      FlowRecord rec[64];
+      for (size_t left = 1; left;) {
+        size_t got = 0;
+        left = c.flush(rec, 64, &got);
+        for (size_t i = 0; i < got; ++i) {
+          const FlowRecord &r = rec[i];
+          v.push_back(std::to_string(r.key.src_addr[15]) + ">" + std::to_string(r.key.dst_addr[15]) + ":" +
+                      std::to_string(r.key.src_port) + " if " + std::to_string(r.fwd.if_index) + "/" +
+                      std::to_string(r.rev.if_index) + " tos " + std::to_string(r.fwd.tos) + " ttl " +
+                      std::to_string(r.fwd.min_ttl) + ".." + std::to_string(r.fwd.max_ttl) + " dir " +
+                      std::to_string(r.flow_direction) + " mac " + std::to_string(r.fwd.src_mac[5]));
+        }
+      }
+      std::sort(v.begin(), v.end());
+      return v;
+    };
+    std::vector<std::string> a1 = all(one), a3 = all(moved);
+    CHECK(a1.size() > 10);
+    CHECK(a1 == a3);
+    CHECK(all(batch) == a1);  // adopt leaves `from` as it was
+  }
+}

@@ -188,13 +188,28 @@ Line as_line(const std::string &msg) {
   l.vlan = unsigned(num("vlan_id")), l.lane = unsigned(num("lane"));
   CHECK(json_value(msg, "type") == "IPFIX");
   CHECK(json_value(msg, "etype") == (l.src.find(':') != std::string::npos ? "IPv6" : "IPv4"));
+  // the optional fields, under FlowLog's column names
+  const std::pair<const char *, const char *> optional[] = {
+      {"in_if", "in_if"},   {"out_if", "out_if"}, {"flow_direction", "direction"}, {"src_mac", "src_mac"},
+      {"dst_mac", "dst_mac"}, {"ip_tos", "tos"},  {"ip_ttl", "min_ttl"},            {"max_ttl", "max_ttl"},
+      {"inner_vlan_id", "inner_vlan"}, {"icmp_type", "icmp_type"}, {"icmp_code", "icmp_code"}};
+  for (auto [key, column] : optional) l.ext[column] = json_value(msg, key);
+  std::smatch m;
+  REQUIRE(std::regex_search(msg, m, std::regex("\"mpls_label\":\\[([0-9]*)\\]")));
+  l.ext["mpls_label"] = m[1].length() ? m[1].str() : "0";
   return l;
+}
+
+std::string optional_text(const Line &l) {
+  std::string s;
+  for (auto &[k, v] : l.ext) s += " " + k + " " + v;
+  return s;
 }
 
 std::string describe(const Line &l) {
   return l.key() + " start " + std::to_string(l.start_ms) + " end " + std::to_string(l.end_ms) + " packets " +
          std::to_string(l.packets) + " bytes " + std::to_string(l.bytes) + " flags " + std::to_string(l.flags) +
-         " reason " + l.reason + " vlan " + std::to_string(l.vlan) + " lane " + std::to_string(l.lane);
+         " reason " + l.reason + " vlan " + std::to_string(l.vlan) + " lane " + std::to_string(l.lane) + optional_text(l);
 }
 
 // The element named `element`'s counter `field` (a drop reason too) in --stats-json; 0 when absent.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <charconv>
 #include <cstdio>
 #include <string_view>
 
@@ -56,48 +57,63 @@ void append_goflow2_optional(std::string &out, const FlowRecord &r, bool reverse
 }
 
 // One direction's optional values, as text, by FlowLog column.
-struct OptionalValues {
-  std::vector<std::pair<const char *, std::string>> v;
-  void add(const char *column, std::string text) { v.emplace_back(column, std::move(text)); }
-};
-
-OptionalValues optional_values(const FlowRecord &r, bool reverse, FlowFieldSet set) {
+// Calls fn(column, number, mac) for each optional field of `set`, in
+// FlowLog's column order: mac is the address for the MAC columns (number
+// unused), null for the others. No allocation: FlowLog writes these for
+// every line on the lane's thread.
+template <class Fn>
+void for_each_optional(const FlowRecord &r, bool reverse, FlowFieldSet set, Fn &&fn) {
   const FlowCounters &c = reverse ? r.rev : r.fwd, &other = reverse ? r.fwd : r.rev;
   bool icmp = r.key.proto == 1 || r.key.proto == 58;
-  OptionalValues o;
-  if (has(set, FlowField::InIf)) o.add("in_if", std::to_string(c.if_index));
-  if (has(set, FlowField::OutIf)) o.add("out_if", std::to_string(other.if_index));
-  if (has(set, FlowField::Direction)) o.add("direction", std::to_string(r.flow_direction));
-  if (has(set, FlowField::SrcMac)) o.add("src_mac", mac_text(c.src_mac));
-  if (has(set, FlowField::DstMac)) o.add("dst_mac", mac_text(c.dst_mac));
-  if (has(set, FlowField::Tos)) o.add("tos", std::to_string(c.tos));
-  if (has(set, FlowField::Ttl)) o.add("min_ttl", std::to_string(c.min_ttl)), o.add("max_ttl", std::to_string(c.max_ttl));
-  if (has(set, FlowField::InnerVlan)) o.add("inner_vlan", std::to_string(r.vlan_inner));
+  const uint8_t *none = nullptr;
+  if (has(set, FlowField::InIf)) fn("in_if", c.if_index, none);
+  if (has(set, FlowField::OutIf)) fn("out_if", other.if_index, none);
+  if (has(set, FlowField::Direction)) fn("direction", r.flow_direction, none);
+  if (has(set, FlowField::SrcMac)) fn("src_mac", 0, c.src_mac);
+  if (has(set, FlowField::DstMac)) fn("dst_mac", 0, c.dst_mac);
+  if (has(set, FlowField::Tos)) fn("tos", c.tos, none);
+  if (has(set, FlowField::Ttl)) fn("min_ttl", c.min_ttl, none), fn("max_ttl", c.max_ttl, none);
+  if (has(set, FlowField::InnerVlan)) fn("inner_vlan", r.vlan_inner, none);
   if (has(set, FlowField::Icmp)) {
-    o.add("icmp_type", std::to_string(icmp ? r.key.dst_port >> 8 : 0));
-    o.add("icmp_code", std::to_string(icmp ? r.key.dst_port & 0xff : 0));
+    fn("icmp_type", icmp ? r.key.dst_port >> 8 : 0, none);
+    fn("icmp_code", icmp ? r.key.dst_port & 0xff : 0, none);
   }
-  if (has(set, FlowField::Mpls)) o.add("mpls_label", std::to_string(mpls_label(r)));
-  return o;
+  if (has(set, FlowField::Mpls)) fn("mpls_label", mpls_label(r), none);
+}
+
+// "aa:bb:cc:dd:ee:ff" at p (17 characters); returns the end.
+char *put_mac(char *p, const uint8_t *m) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 6; ++i) {
+    if (i) *p++ = ':';
+    *p++ = hex[m[i] >> 4];
+    *p++ = hex[m[i] & 15];
+  }
+  return p;
 }
 
 }  // namespace
 
 std::string mac_text(const uint8_t m[6]) {
-  char buf[18];
-  snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return buf;
+  char buf[17];
+  return std::string(buf, put_mac(buf, m));
 }
 
 std::vector<std::string> optional_flow_columns(FlowFieldSet set) {
   FlowRecord r{};
   std::vector<std::string> cols;
-  for (auto &[column, text] : optional_values(r, false, set).v) cols.push_back(column);
+  for_each_optional(r, false, set, [&](const char *column, uint64_t, const uint8_t *) { cols.push_back(column); });
   return cols;
 }
 
 void append_optional_flow_csv(std::string &out, const FlowRecord &r, bool reverse, FlowFieldSet set) {
-  for (auto &[column, text] : optional_values(r, reverse, set).v) out += ',' + text;
+  char buf[256];  // 12 columns of at most 20 characters
+  char *p = buf;
+  for_each_optional(r, reverse, set, [&](const char *, uint64_t number, const uint8_t *mac) {
+    *p++ = ',';
+    p = mac ? put_mac(p, mac) : std::to_chars(p, buf + sizeof buf, number).ptr;
+  });
+  out.append(buf, size_t(p - buf));
 }
 
 void append_flow_json(std::string &out, const FlowRecord &r, bool reverse, FlowJsonKeys keys,
@@ -133,10 +149,11 @@ void append_flow_json(std::string &out, const FlowRecord &r, bool reverse, FlowJ
   }
   out.append(buf, size_t(std::min<int>(n, int(sizeof buf) - 1)));
   if (keys == FlowJsonKeys::FlowLog) {
-    for (auto &[column, text] : optional_values(r, reverse, optional).v) {
-      bool quoted = std::string_view(column).ends_with("_mac");
-      out += std::string(", \"") + column + "\": " + (quoted ? "\"" + text + "\"" : text);
-    }
+    for_each_optional(r, reverse, optional, [&](const char *column, uint64_t number, const uint8_t *mac) {
+      out += ", \"";
+      out += column;
+      out += mac ? "\": \"" + mac_text(mac) + "\"" : "\": " + std::to_string(number);
+    });
   } else {
     append_goflow2_optional(out, r, reverse, optional);
   }

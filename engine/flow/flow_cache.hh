@@ -340,13 +340,14 @@ class FlowCache {
   Entry *entries_;
   Bucket *buckets_;
   Prepared *scratch_;  // kBatch prepared packets for account_batch
+  // Optional fields: an Attrs per entry slot, when the table keeps any
+  // that need one (else null). Set once: a JIT constant, so a fused loop
+  // without optional fields has no code for them.
+  Mapping attrs_map_;
+  Attrs *attrs_ = nullptr;
   size_t used_ = 0;
   // Not a JIT constant (after used_): the key stays out of emitted IR.
   FlowHashKey hash_key_;
-  // Optional fields: an Attrs per entry slot, when the table keeps any
-  // that need one (else null).
-  Mapping attrs_map_;
-  Attrs *attrs_ = nullptr;
   // Extension fields: kFlowExtBytes per entry slot, mapped at the first
   // label (so not a JIT constant either).
   Mapping ext_map_;

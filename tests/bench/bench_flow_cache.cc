@@ -15,6 +15,10 @@
 //    then a full expire() scan that finds nothing due. The PacketMeta of
 //    each packet is built on the fly from its flow number; that cost is
 //    measured alone and subtracted. Timeouts are longer than the run.
+// 4. For each N, the table as built with no optional record fields and
+//    with all of them (FlowTable `fields none` / `all`: a second array of
+//    64 bytes per flow, read and written by every packet), one after the
+//    other, batches of 32 as in 3.
 // Figures are for comparison within a run: the machines this runs on are
 // shared and noisy. The variants of one case run one after the other.
 #include <cstdio>
@@ -79,5 +83,18 @@ int main(int argc, char **argv) {
                   r.account_ns, r.batch_ns, r.scan_ns, (unsigned long long)r.longest_probe, r.meta_ns,
                   r.ok ? "" : "  !! flows lost or created twice");
     }
+
+  std::printf("\noptional record fields (as built, batches of 32):\n");
+  for (uint64_t n : sizes) {
+    double ns[2];
+    for (int all = 0; all < 2; ++all) {
+      UniformResult r = sluice::bench_cases::uniform_with(n, all ? sluice::kAllFlowFields : 0);
+      ns[all] = r.batch_ns;
+      std::printf("  fields %-4s %10llu flows  %6.1f B/flow  insert %6.1f  batch %6.1f ns/pkt%s\n", all ? "all" : "none",
+                  (unsigned long long)n, double(r.bytes) / double(n), r.insert_ns, r.batch_ns,
+                  r.ok ? "" : "  !! flows lost or created twice");
+    }
+    std::printf("  all / none: %.2f\n", ns[1] / ns[0]);
+  }
   return 0;
 }

@@ -83,10 +83,19 @@ inline double hash_ns() {
 // A table of capacity N filled with N flows (one packet each: the insert rate),
 // then max(4M, 2N) packets to flows drawn uniformly at random, one at a time
 // and in batches of 32, then a full expire() scan that finds nothing due.
-inline UniformResult uniform(uint64_t flows) {
+// `fields`: the optional record fields the table keeps; with any, every
+// packet comes with a source (an Ethernet frame's MAC addresses, an
+// interface), as FlowTable gives it.
+inline UniformResult uniform_with(uint64_t flows, FlowFieldSet fields) {
   UniformResult res;
   auto t0 = Clock::now();
-  FlowCache cache(bench_config(flows));
+  FlowCacheConfig cfg = bench_config(flows);
+  cfg.fields = fields;
+  FlowCache cache(cfg);
+  static const uint8_t frame[12] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1};
+  FlowPacketSource sources[32];
+  for (FlowPacketSource &src : sources) src = {frame, 3, 0};
+  const FlowPacketSource *batch_sources = fields ? sources : nullptr;
   res.build_ms = ns_since(t0) / 1e6;
   res.bytes = cache.bytes();
 
@@ -103,7 +112,7 @@ inline UniformResult uniform(uint64_t flows) {
   t0 = Clock::now();
   for (uint64_t i = 0; i < flows; ++i) {
     make_meta(i, metas[0]);
-    cache.account(metas[0], ++now, out, &n);
+    cache.account(metas[0], ++now, out, &n, nullptr, fields ? &sources[0] : nullptr);
   }
   res.insert_ns = ns_since(t0) / double(flows);
 
@@ -124,7 +133,7 @@ inline UniformResult uniform(uint64_t flows) {
   t0 = Clock::now();
   for (uint64_t i = 0; i < packets; ++i) {
     make_meta(order[i], metas[0]);
-    cache.account(metas[0], ++now, out, &n);
+    cache.account(metas[0], ++now, out, &n, nullptr, fields ? &sources[0] : nullptr);
   }
   res.account_ns = ns_since(t0) / double(packets) - res.meta_ns;
 
@@ -134,7 +143,7 @@ inline UniformResult uniform(uint64_t flows) {
       make_meta(order[i + k], metas[k]);
       times[k] = ++now;
     }
-    cache.account_batch(ptrs, times, B, outcomes, out, &n);
+    cache.account_batch(ptrs, times, B, outcomes, out, &n, nullptr, batch_sources);
   }
   res.batch_ns = ns_since(t0) / double(packets) - res.meta_ns;
 
@@ -148,6 +157,7 @@ inline UniformResult uniform(uint64_t flows) {
   res.longest_probe = st.longest_probe;
   return res;
 }
+inline UniformResult uniform(uint64_t flows) { return uniform_with(flows, 0); }
 
 // The attack: `flows` IPv6 flows crafted to collide under the former hash
 // (tests/unit/crafted_flow_keys.hh) in a table of 64K flows, one packet each

@@ -60,6 +60,7 @@ class IPFIXExporterRuntime final : public ExporterBase {
         uniflows_(n.arg("biflow")->value.text == "uniflows") {}
 
  protected:
+  flow_export::Protocol options_protocol() const override { return flow_export::Protocol::Ipfix; }
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
     ipfix::IpfixEncoderConfig cfg{domain, max_message, {}, uniflows_};
     for (const FlowExtField *f : ctx_.flow_fields()) cfg.ext.push_back({f->slot, f->def.element_id, f->def.enterprise});

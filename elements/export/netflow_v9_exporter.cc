@@ -34,6 +34,7 @@ class NetFlowV9ExporterRuntime final : public ExporterBase {
   NetFlowV9ExporterRuntime(const Node &n, RunContext &c) : ExporterBase(n, c, false, "source_id") {}
 
  protected:
+  flow_export::Protocol options_protocol() const override { return flow_export::Protocol::NetFlowV9; }
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t source_id, size_t max_message) override {
     netflow_v9::NetFlowV9EncoderConfig cfg;
     cfg.source_id = source_id;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -436,4 +437,51 @@ TEST_CASE("options: Samples in series multiply, and flows sampled at different r
   Run run = run_sluice("run " + mixed);
   CHECK(run.status != 0);
   CHECK(run.out.find("sampled at different rates") != std::string::npos);
+}
+
+TEST_CASE("options: pmacct's nfacctd with nfacctd_renormalize scales a Sample(1/10) run's IPFIX volumes by 10",
+          "[options][collectors]") {
+  if (!have_tool("nfacctd")) {
+    WARN("skipped: pmacct is not installed (apt-get install pmacct)");
+    return;
+  }
+  std::string dir = scratch("nfacctd");
+  int port = test_port(13);
+  write_file(dir + "/nfacctd.conf", "daemonize: false\nnfacctd_ip: 127.0.0.1\nnfacctd_port: " + std::to_string(port) +
+                                        "\nnfacctd_renormalize: true\nplugins: print\naggregate: proto\n"
+                                        "print_output: csv\nprint_output_file: " + dir + "/out.csv\n"
+                                        "print_refresh_time: 1\nprint_output_file_append: true\n");
+  Collector c({"nfacctd", "-f", dir + "/nfacctd.conf"});
+  std::string cfg = write_file(
+      dir + "/p.pipe",
+      "TrafficGen(flows 300, new_flows_per_s 300, duration 3s, seed 5, ipv6 0.3, udp 0.3, queues 2)\n"
+      "  -> Timestamp(clock pcap) -> Sample(1/10)\n"
+      "  -> ft :: FlowTable(capacity 64K, idle 1h, active 1h, direction uni) -> GCSlicer(table ft) -> exp, log;\n"
+      "exp :: shared IPFIXExporter(127.0.0.1:" + std::to_string(port) + ");\n"
+      "log :: shared FlowLog(\"" + dir + "/flows.csv\");\n");
+  Run r = run_sluice("run -q " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  uint64_t want_packets = 0, want_bytes = 0;
+  for (const Line &l : read_csv(dir + "/flows.csv")) want_packets += l.packets, want_bytes += l.bytes;
+  REQUIRE(want_packets > 0);
+  // nfacctd writes its cache every second, appended (a header per purge): wait for all of it.
+  uint64_t packets = 0, bytes = 0;
+  for (int tries = 0; tries < 80 && packets < 10 * want_packets; ++tries) {
+    usleep(250 * 1000);
+    packets = bytes = 0;
+    std::ifstream f(dir + "/out.csv");
+    std::string row;
+    while (std::getline(f, row)) {  // PROTOCOL,PACKETS,BYTES
+      std::vector<std::string> col;
+      std::stringstream ss(row);
+      for (std::string x; std::getline(ss, x, ',');) col.push_back(x);
+      if (col.size() != 3 || col[1] == "PACKETS") continue;
+      packets += std::stoull(col[1]);
+      bytes += std::stoull(col[2]);
+    }
+  }
+  c.stop();
+  CHECK(packets == 10 * want_packets);
+  CHECK(bytes == 10 * want_bytes);
 }

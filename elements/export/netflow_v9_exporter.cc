@@ -18,7 +18,16 @@ const ElementSpec &netflow_v9_exporter_spec() {
               "packet exceeds `mtu`; packets leave at the pace `rate`. The source id is NetFlow v9's "
               "observation domain: declare it `shared` to have one exporter fed by all lanes, with one "
               "source id (`source_id`) unless `source_id_per lane`; otherwise each lane exports on its own, "
-              "with source id `source_id` + lane."),
+              "with source id `source_id` + lane.\n\n"
+              "Options templates (FlowSet id 1, scope System = the source id) and their records go before the "
+              "first data, with every template refresh and after the last records at the end of input or "
+              "removal. 1024, exporter statistics: TOTAL_BYTES_EXP, TOTAL_PKTS_EXP (export packets) and "
+              "TOTAL_FLOWS_EXP, counting what was handed to the transport before this packet, and "
+              "notSentFlowTotalCount 166 (flow records lost). 1025, sampling, when a `Sample` is upstream of "
+              "the FlowTables: SAMPLING_INTERVAL (1/rate rounded), selectorAlgorithm 304 = 4 (uniform "
+              "probabilistic) and samplingProbability 311 (the rate), IANA ids as flowEndReason; nfcapd "
+              "multiplies packets and octets by the interval. SAMPLING_ALGORITHM 35 is not sent: nfcapd 1.7.1 "
+              "ignores a sampling record that has it."),
       "Where to send: `127.0.0.1:2055`, `[2001:db8::1]:2055` or `collector.example.net:2055`.",
       {}, "source_id", "source id");
   return spec;

@@ -6,13 +6,13 @@
 //
 // IPFIX (options template set id 3; element id (length in octets)):
 //
-//   1024 exporter statistics (RFC 7011 §4.1 and §4.3 in one record)
+//   65280 exporter statistics (RFC 7011 §4.1 and §4.3 in one record)
 //     scope exportingProcessId 144 (4)    the exporter instance's first domain
 //     exportedMessageTotalCount 41 (8)    messages sent before this one
 //     exportedOctetTotalCount 40 (8)      their octets (IPFIX messages, no IP/UDP/TCP headers)
 //     exportedFlowRecordTotalCount 42 (8) flow records they completed
 //     notSentFlowTotalCount 166 (8)       flow records lost, all reasons together
-//   1025 sampling (only when the exported flows were sampled)
+//   65281 sampling (only when the exported flows were sampled)
 //     scope observationDomainId 149 (4)   the message's domain
 //     samplingInterval 34 (4)             N of "1 packet in N": 1/rate rounded
 //     selectorAlgorithm 304 (1)           4: uniform probabilistic sampling
@@ -20,9 +20,9 @@
 //
 // NetFlow v9 (options template FlowSet id 1; field type (length)): the same
 // ids, scope System 1 (4) = the source id, then
-//   1024: TOTAL_BYTES_EXP 40 (8), TOTAL_PKTS_EXP 41 (8) (export packets),
+//   65280: TOTAL_BYTES_EXP 40 (8), TOTAL_PKTS_EXP 41 (8) (export packets),
 //         TOTAL_FLOWS_EXP 42 (8), notSentFlowTotalCount 166 (8);
-//   1025: SAMPLING_INTERVAL 34 (4), selectorAlgorithm 304 (1) = 4,
+//   65281: SAMPLING_INTERVAL 34 (4), selectorAlgorithm 304 (1) = 4,
 //         samplingProbability 311 (8).
 // 166, 304 and 311 are IANA's IPFIX ids, which extend the v9 field type
 // space as flowEndReason 136 does in the data templates (netflow_v9_encoder.hh).
@@ -51,8 +51,10 @@ namespace sluice::flow_export {
 
 inline constexpr uint16_t kIpfixOptionsTemplateSetId = 3;
 inline constexpr uint16_t kV9OptionsTemplateFlowSetId = 1;
-inline constexpr uint16_t kStatsTemplateId = 1024;
-inline constexpr uint16_t kSamplingTemplateId = 1025;
+// Far above the data templates' ids (256 + 8 * the optional-field sets,
+// ipfix_encoder.hh), so that one id never has two layouts.
+inline constexpr uint16_t kStatsTemplateId = 65280;
+inline constexpr uint16_t kSamplingTemplateId = 65281;
 inline constexpr uint8_t kSelectorUniformProbabilistic = 4;
 
 // One record for the encoder: the set it goes in, its octets, whether it is

@@ -82,20 +82,20 @@ TEST_CASE("options: IPFIX options template records and data records, byte by byt
     CHECK(r.own_set);
     CHECK_FALSE(r.data);
   }
-  // id 1024, 5 fields, 1 scope: exportingProcessId 144 (4), exportedMessageTotalCount 41,
+  // id 65280, 5 fields, 1 scope: exportingProcessId 144 (4), exportedMessageTotalCount 41,
   // exportedOctetTotalCount 40, exportedFlowRecordTotalCount 42, notSentFlowTotalCount 166 (8 each)
-  CHECK(t[0].bytes == hex("0400 0005 0001  0090 0004  0029 0008  0028 0008  002a 0008  00a6 0008"));
-  // id 1025, 4 fields, 1 scope: observationDomainId 149 (4), samplingInterval 34 (4),
+  CHECK(t[0].bytes == hex("ff00 0005 0001  0090 0004  0029 0008  0028 0008  002a 0008  00a6 0008"));
+  // id 65281, 4 fields, 1 scope: observationDomainId 149 (4), samplingInterval 34 (4),
   // selectorAlgorithm 304 (1), samplingProbability 311 (8)
-  CHECK(t[1].bytes == hex("0401 0004 0001  0095 0004  0022 0004  0130 0001  0137 0008"));
+  CHECK(t[1].bytes == hex("ff01 0004 0001  0095 0004  0022 0004  0130 0001  0137 0008"));
   CHECK(options_templates(Protocol::Ipfix, false).size() == 1);
 
   auto d = options_data(Protocol::Ipfix, 9, kStats, 0.1);
   REQUIRE(d.size() == 2);
-  CHECK(d[0].set_id == 1024);
+  CHECK(d[0].set_id == 65280);
   CHECK(d[0].data);
   CHECK(d[0].bytes == hex("00000007 0000000000000003 00000000000003e8 0000000000000032 0000000000000002"));
-  CHECK(d[1].set_id == 1025);
+  CHECK(d[1].set_id == 65281);
   // domain 9, interval 10, algorithm 4 (uniform probabilistic), 0.1 as float64
   CHECK(d[1].bytes == hex("00000009 0000000a 04 3fb999999999999a"));
   CHECK(options_data(Protocol::Ipfix, 9, kStats, 1.0).size() == 1);  // not sampled: statistics only
@@ -106,11 +106,11 @@ TEST_CASE("options: NetFlow v9 options template records and data records, byte b
   auto t = options_templates(Protocol::NetFlowV9, true);
   REQUIRE(t.size() == 2);
   for (const auto &r : t) CHECK(r.set_id == 1);
-  // id 1024, scope length 4 (System 1, 4 octets), options length 16:
+  // id 65280, scope length 4 (System 1, 4 octets), options length 16:
   // TOTAL_BYTES_EXP 40, TOTAL_PKTS_EXP 41, TOTAL_FLOWS_EXP 42, notSentFlowTotalCount 166
-  CHECK(t[0].bytes == hex("0400 0004 0010  0001 0004  0028 0008  0029 0008  002a 0008  00a6 0008"));
-  // id 1025: System; SAMPLING_INTERVAL 34 (4), selectorAlgorithm 304 (1), samplingProbability 311 (8)
-  CHECK(t[1].bytes == hex("0401 0004 000c  0001 0004  0022 0004  0130 0001  0137 0008"));
+  CHECK(t[0].bytes == hex("ff00 0004 0010  0001 0004  0028 0008  0029 0008  002a 0008  00a6 0008"));
+  // id 65281: System; SAMPLING_INTERVAL 34 (4), selectorAlgorithm 304 (1), samplingProbability 311 (8)
+  CHECK(t[1].bytes == hex("ff01 0004 000c  0001 0004  0022 0004  0130 0001  0137 0008"));
 
   auto d = options_data(Protocol::NetFlowV9, 9, kStats, 0.3);
   REQUIRE(d.size() == 2);
@@ -128,7 +128,7 @@ TEST_CASE("options: the IPFIX encoder frames options records in sets of their ow
   enc.encode_options(recs, 1700000000, out);
   REQUIRE(out.size() == 1);
   Bytes want = hex("000a 0085 6553f100 00000000 00000005");  // version 10, 133 octets, time, sequence 0, domain 5
-  for (const auto &[set, rec] : std::vector<std::pair<uint16_t, size_t>>{{3, 0}, {3, 1}, {1024, 2}, {1025, 3}}) {
+  for (const auto &[set, rec] : std::vector<std::pair<uint16_t, size_t>>{{3, 0}, {3, 1}, {65280, 2}, {65281, 3}}) {
     Bytes h = {uint8_t(set >> 8), uint8_t(set), 0, uint8_t(4 + recs[rec].bytes.size())};
     want.insert(want.end(), h.begin(), h.end());
     want.insert(want.end(), recs[rec].bytes.begin(), recs[rec].bytes.end());
@@ -157,7 +157,7 @@ TEST_CASE("options: the NetFlow v9 encoder pads options FlowSets and counts ever
   CHECK(be(m.data() + 12, 4) == 0);                  // packet sequence
   CHECK(be(m.data() + 16, 4) == 9);                  // source id
   size_t off = 20;
-  for (const auto &[set, rec] : std::vector<std::pair<uint16_t, size_t>>{{1, 0}, {1, 1}, {1024, 2}, {1025, 3}}) {
+  for (const auto &[set, rec] : std::vector<std::pair<uint16_t, size_t>>{{1, 0}, {1, 1}, {65280, 2}, {65281, 3}}) {
     REQUIRE(off + 4 <= m.size());
     size_t body = recs[rec].bytes.size(), padded = (4 + body + 3) / 4 * 4;
     CHECK(be(m.data() + off, 2) == set);

@@ -1,6 +1,9 @@
 #include "dsl/check.hh"
 
+#include <cstdio>
 #include <map>
+
+#include "dsl/literals.hh"
 
 namespace sluice {
 
@@ -126,12 +129,48 @@ void check_packet_time(const ElementGraph &g, Diagnostics &diags) {
   }
 }
 
+// An exporter tells its collector one sampling interval (options records,
+// engine/export/options_records.hh): the flows reaching it must all come
+// from packets sampled alike.
+void check_sampling(const ElementGraph &g, Diagnostics &diags) {
+  auto passes = [&](int e, int port) {
+    const Element &el = g.elements[e];
+    if (!(el.spec->flags & kSamples)) return 1.0;
+    for (const BoundArg &a : el.args) {
+      Value v;
+      LiteralProblem problem;
+      if (a.spec && a.spec->name == "rate" && convert_literal(a.literal, *a.spec, v, problem))
+        return port == 0 ? v.real : 1.0 - v.real;
+    }
+    return 1.0;  // an unconvertible rate is reported where it is written
+  };
+  for (size_t i = 0; i < g.elements.size(); ++i) {
+    const Element &e = g.elements[i];
+    if (!(e.spec->flags & kExportsSampling)) continue;
+    std::vector<double> shares = upstream_sampling(g, static_cast<int>(i), passes);
+    if (shares.size() < 2) continue;
+    std::string list;
+    for (double s : shares) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%.6g", s);
+      list += (list.empty() ? "" : ", ") + std::string(buf);
+    }
+    auto &d = diags.error(e.range,
+                          "'" + e.name + "' (" + e.spec->name + ") receives flows of packets sampled at different "
+                              "rates (" + list + "), but tells its collector one sampling interval",
+                          "sample every path to it alike (a Sample before the FlowTables, or none), or give each "
+                          "rate its own exporter");
+    d.notes = context_notes(e);
+  }
+}
+
 }  // namespace
 
 void check_graph(const ElementGraph &g, Diagnostics &diags, const std::set<int> &incomplete, bool syntax_ok) {
   check_ports(g, diags, incomplete, syntax_ok);
   check_cycles(g, diags);
   check_packet_time(g, diags);
+  check_sampling(g, diags);
 }
 
 }  // namespace sluice

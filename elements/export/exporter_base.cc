@@ -8,6 +8,7 @@
 
 #include "elements/units.hh"
 #include "engine/base/clock.hh"
+#include "engine/export/options_records.hh"
 #include "engine/runtime/run_context.hh"
 
 namespace sluice::elements {
@@ -46,12 +47,15 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
   for (ArgSpec &a : protocol_args) spec.args.push_back(std::move(a));
   for (ArgSpec &a : domain_args(domain_arg, domain_what)) spec.args.push_back(std::move(a));
   return std::move(spec)
+      .with_flags(kExportsSampling)
       .arg(ArgSpec::duration("template_refresh")
                .def("1min")
                .range(1 * kS, 1 * kDay)
-               .describe("How often templates are resent over UDP. Not used over TCP. A collector that starts "
-                         "or restarts after the exporter can decode nothing until the next refresh, and UDP "
-                         "may lose a template: collectors expect about a minute."))
+               .describe("How often templates are resent over UDP, with the options records (statistics, "
+                         "sampling). Over TCP templates go once per connection and the options records every "
+                         "`template_refresh`. A collector that starts or restarts after the exporter can decode "
+                         "nothing until the next refresh, and UDP may lose a template: collectors expect about "
+                         "a minute."))
       .arg(ArgSpec::bytes("mtu")
                .def("1500")
                .range(576, 9000)
@@ -83,6 +87,10 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
       .handler("errors", "Send errors.", &ExporterBase::errors)
       .handler("connections", "Connections made (TCP; 1 for UDP).", &ExporterBase::connections)
       .handler("queued", "Flow records in messages waiting to be sent.", &ExporterBase::queued)
+      .handler("sampling_interval",
+               "The sampling interval N (1 packet in N) sent in the sampling options record; 0 when the "
+               "flows are not sampled.",
+               &ExporterBase::sampling_interval)
       .metric(MetricSpec::counter("exporter_records_total", "Flow records sent to the collector."))
       .metric(MetricSpec::counter("exporter_messages_total", "Messages sent to the collector."))
       .metric(MetricSpec::counter("exporter_bytes_total", "Bytes of messages sent to the collector."))
@@ -125,6 +133,7 @@ void ExporterBase::prepare() {
     offline_ = true;
     for (const Lane &l : ctx_.graph().lanes)
       if ((lane() < 0 || l.id == lane()) && ctx_.lane_source(l.id) && ctx_.lane_source(l.id)->live()) offline_ = false;
+    find_sampling();
     bool v6 = c.text.find(':') != std::string::npos;
     make_encoders(size_t(arg("mtu").integer) - (v6 ? 40 : 20) - (tcp_ ? 32 : 8));
   } catch (const std::exception &e) {
@@ -148,22 +157,61 @@ void ExporterBase::make_encoders(size_t max_message) {
   by_lane_.resize(count);
 }
 
+// The sampling of the flows reaching this exporter: `sluice check` has
+// made sure that every path to it is sampled alike.
+void ExporterBase::find_sampling() {
+  const LaneGraph &lg = ctx_.graph();
+  auto passes = [&](int e, int port) {
+    if (!(lg.graph->elements[e].spec->flags & kSamples)) return 1.0;
+    for (const Node &n : lg.nodes)
+      if (n.element == e) {
+        double rate = n.arg("rate")->value.real;
+        return port == 0 ? rate : 1.0 - rate;
+      }
+    return 1.0;
+  };
+  std::vector<double> shares = upstream_sampling(*lg.graph, node().element, passes);
+  if (shares.size() > 1)
+    throw std::runtime_error("flows of packets sampled at different rates reach it; give each rate its own exporter");
+  sampling_rate_ = shares.empty() ? 1.0 : shares[0];
+  sampling_interval_ = flow_export::sampling_interval(sampling_rate_);
+}
+
 void ExporterBase::tick() {
   uint64_t now = mono_ns();
   link_->poll(now);
   if (link_->take_new_connection()) {
-    // A new TCP connection (or the first UDP use) gets the templates first.
+    // A new TCP connection (or the first UDP use) gets the templates first,
+    // the options records before any data.
     for (auto &e : encoders_) e->reset_templates();
+    send_options(true);
     next_refresh_ = now + refresh_ns_;
-  } else if (!tcp_ && now >= next_refresh_) {
-    for (auto &e : encoders_) {
-      flow_export::Messages msgs;
-      e->templates(export_time(), msgs);
-      send_all(msgs, std::vector<uint32_t>(msgs.size(), 0));
-    }
+  } else if (now >= next_refresh_ && link_->connected()) {
+    if (!tcp_)
+      for (auto &e : encoders_) {
+        flow_export::Messages msgs;
+        e->templates(export_time(), msgs);
+        send_all(msgs, std::vector<uint32_t>(msgs.size(), 0));
+      }
+    send_options(!tcp_);
     next_refresh_ = now + refresh_ns_;
   }
   settle();
+}
+
+void ExporterBase::send_options(bool templates) {
+  flow_export::Protocol protocol = options_protocol();
+  for (auto &e : encoders_) {
+    std::vector<flow_export::OptionsRecord> recs;
+    if (templates) recs = flow_export::options_templates(protocol, sampling_interval_ != 0);
+    flow_export::ExporterStats stats{encoders_[0]->domain(), accepted_messages_, accepted_octets_, accepted_records_,
+                                     counters.records_dropped()};
+    for (auto &r : flow_export::options_data(protocol, e->domain(), stats, sampling_rate_))
+      recs.push_back(std::move(r));
+    flow_export::Messages msgs;
+    e->encode_options(recs, export_time(), msgs);
+    send_all(msgs, std::vector<uint32_t>(msgs.size(), 0));
+  }
 }
 
 // What the link did with the records of the messages it took.
@@ -177,8 +225,13 @@ void ExporterBase::settle() {
 void ExporterBase::send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records) {
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (offline_) wait_for_room(msgs[i].size());
+    size_t octets = msgs[i].size();
     switch (link_->send(std::move(msgs[i]), records[i])) {
-      case CollectorLink::Refused::No: break;
+      case CollectorLink::Refused::No:
+        ++accepted_messages_;
+        accepted_octets_ += octets;
+        accepted_records_ += records[i];
+        break;
       case CollectorLink::Refused::NotConnected: counters.drops[unreachable_].add(records[i]); break;
       case CollectorLink::Refused::QueueFull: counters.drops[queue_full_].add(records[i]); break;
     }
@@ -240,6 +293,8 @@ void ExporterBase::flush() {
   uint64_t now = mono_ns();
   link_->poll(now);
   settle();
+  if (link_->connected()) send_options(!tcp_);  // the last statistics, after the last records
+  settle();
   drain_deadline_ns_ = now + (tcp_ ? kTcpDrainNs : 2 * link_->paced_drain_ns() + 1'000'000'000ull);
 }
 
@@ -279,6 +334,7 @@ void ExporterBase::report(std::vector<std::string> &lines) const {
                      std::to_string(link_->bytes()) + " bytes, " + std::to_string(link_->errors()) + " send errors, " +
                      std::to_string(link_->connects()) + " connection(s)" + pace + ", queue peak " +
                      format_bytes(int64_t(link_->queue_peak())) + ";";
+  if (sampling_interval_) line += " options: sampling 1 in " + std::to_string(sampling_interval_) + ";";
   for (const auto &e : encoders_) line += " " + domain_arg_ + " " + std::to_string(e->domain()) + ": " + e->report() + ";";
   line.pop_back();
   lines.push_back(line);

@@ -6,6 +6,15 @@
 // loses with a dropped connection, or still holds when the element is given
 // up are counted by reason.
 //
+// Options records (engine/export/options_records.hh): the exporter's
+// statistics, and the sampling interval when a Sample is upstream of the
+// FlowTables whose records reach it. Their templates and records go at each
+// new connection (UDP: the first message), with every template refresh over
+// UDP, every `template_refresh` over TCP (records only), and at the end of
+// input or removal (flush()), in each domain's messages. The statistics are
+// of the whole instance: messages, octets and flow records handed to the
+// transport before the message carrying them, and flow records lost.
+//
 // Observation domains (IPFIX) and source ids (NetFlow v9): one encoder, with
 // its own sequence numbers and templates, per domain. With domains per lane,
 // lane l's records go in messages of domain base + l only; otherwise the
@@ -19,6 +28,7 @@
 #include "engine/core/element_spec.hh"
 #include "engine/export/collector_link.hh"
 #include "engine/export/flow_encoder.hh"
+#include "engine/export/options_records.hh"
 #include "engine/runtime/element_runtime.hh"
 
 namespace sluice::elements {
@@ -56,6 +66,7 @@ class ExporterBase : public RuntimeElement {
   uint64_t errors() const;
   uint64_t connections() const;
   uint64_t queued() const;
+  uint64_t sampling_interval() const { return sampling_interval_; }
   void report_metrics(ElementMetrics &out) const override;
 
   void push(int, PacketBatch &) override {}
@@ -65,9 +76,14 @@ class ExporterBase : public RuntimeElement {
   // The protocol's encoder for one domain, for messages of at most
   // max_message octets (the mtu less IP and transport headers).
   virtual std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) = 0;
+  // The protocol of the options records.
+  virtual flow_export::Protocol options_protocol() const = 0;
 
  private:
   void make_encoders(size_t max_message);
+  void find_sampling();
+  // Options records (with their templates when `templates`) in every domain.
+  void send_options(bool templates);
   void encode(FlowEncoder &encoder, const FlowRecord *recs, size_t n, uint32_t now_s);
   void send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records);
   void settle();
@@ -85,6 +101,10 @@ class ExporterBase : public RuntimeElement {
   uint64_t drain_deadline_ns_ = 0;  // set by flush()
   bool offline_ = false;            // fed only by offline lanes (trace files, unpaced TrafficGen)
   int unreachable_ = -1, lost_ = -1, queue_full_ = -1;
+  double sampling_rate_ = 1;       // share of the packets the exported flows were metered from
+  uint32_t sampling_interval_ = 0; // what the sampling record says; 0: not sampled, no record
+  // Taken by the link for sending: what the statistics record reports.
+  uint64_t accepted_messages_ = 0, accepted_octets_ = 0, accepted_records_ = 0;
 };
 
 }  // namespace sluice::elements

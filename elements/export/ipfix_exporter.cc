@@ -34,7 +34,20 @@ const ElementSpec &ipfix_exporter_spec() {
               "records (`sluice elements` says which: ServerNames, TunnelDecap), the ids are 4 more and the "
               "templates carry those fields after the others, under the enterprise number each field names (texts as variable-length strings, "
               "empty where a flow got no value). The fields are those of the graph the exporter started "
-              "with."),
+              "with.\n\n"
+              "Options templates (set id 3, one scope field) and their records go at the start (UDP: before the "
+              "first data; TCP: on each connection), with every template refresh over UDP, every "
+              "`template_refresh` over TCP, and after the last records at the end of input or removal. 65280, "
+              "exporter statistics (RFC 7011 §4.1, §4.3): scope exportingProcessId (the instance's first "
+              "domain), exportedMessageTotalCount, exportedOctetTotalCount and exportedFlowRecordTotalCount "
+              "(messages handed to the transport before this one, their octets and flow records) and "
+              "notSentFlowTotalCount (flow records lost, every reason). 65281, sampling, when a `Sample` is "
+              "upstream of the FlowTables whose records reach the exporter: scope observationDomainId, "
+              "samplingInterval (1/rate rounded), selectorAlgorithm 4 (uniform probabilistic: Sample picks "
+              "each packet independently) and samplingProbability (the rate); nfdump's nfcapd and pmacct's "
+              "nfacctd (`nfacctd_renormalize: true`) multiply packets and octets by the interval. Samples in "
+              "series multiply; flows sampled at different rates cannot share an exporter (`sluice check` "
+              "says where)."),
       "Where to send: `127.0.0.1:4739`, `[2001:db8::1]:4739` or `collector.example.net:4739`. 4739 is the "
       "IANA port for IPFIX.",
       {ArgSpec::symbol("transport", {"udp", "tcp"})
@@ -63,6 +76,7 @@ class IPFIXExporterRuntime final : public ExporterBase {
         uniflows_(n.arg("biflow")->value.text == "uniflows") {}
 
  protected:
+  flow_export::Protocol options_protocol() const override { return flow_export::Protocol::Ipfix; }
   std::unique_ptr<FlowEncoder> make_encoder(uint32_t domain, size_t max_message) override {
     ipfix::IpfixEncoderConfig cfg{domain, max_message, {}, uniflows_, ctx_.record_fields()};
     for (const FlowExtField *f : ctx_.flow_fields()) cfg.ext.push_back({f->slot, f->def.element_id, f->def.enterprise});

@@ -8,13 +8,18 @@ const ElementSpec &sample_spec() {
   static const ElementSpec spec =
       ElementSpec("Sample")
           .in_group("packet")
+          .with_flags(kSamples)
           .brief("Keep a pseudo-random fraction of the packets")
           .describe(
               "Sends the share `rate` of the packets to `sampled` and the others to `rest`. Each packet is "
               "picked independently by a pseudo-random generator seeded per lane, so replaying a trace "
               "picks the same packets.\n\n"
               "`Sample(1/100)` keeps one packet in a hundred on average. When `rest` is unconnected, the "
-              "packets not picked are dropped and counted as \"not sampled\".")
+              "packets not picked are dropped and counted as \"not sampled\".\n\n"
+              "Flows metered from sampled packets (a FlowTable after a Sample) count only the packets "
+              "picked: IPFIXExporter and NetFlowV9Exporter tell their collectors the sampling interval "
+              "(1/`rate`, rounded to an integer; a product for Samples in series) in a sampling options "
+              "record, and collectors such as nfdump scale packets and octets by it.")
           .arg(ArgSpec::fraction("rate")
                    .needed()
                    .pos()

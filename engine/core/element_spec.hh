@@ -155,6 +155,8 @@ enum ElementFlags : unsigned {
   kStateful = 1u << 2,        // holds state that a hot reload moves into a new instance (flows)
   kGivesTime = 1u << 3,       // packets leave it with a packet time (Timestamp; a source of capture times)
   kNeedsTime = 1u << 4,       // meters packets by their time: every path from a source must give one (FlowTable)
+  kSamples = 1u << 5,         // keeps the share `rate` of its packets on output 0, the rest on 1 (Sample)
+  kExportsSampling = 1u << 6, // tells collectors the sampling of its flows: every path to it must have the same
 };
 
 struct Element;  // engine/core/graph.hh

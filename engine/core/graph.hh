@@ -100,4 +100,13 @@ struct LaneGraph {
 // runtime, what the opened sources say.
 int untimed_source(const ElementGraph &g, int to, const std::function<bool(int element)> &gives_time);
 
+// The share of the packets that reach element `to` on each path from a
+// source: the product of `passes(element, output port)` along it (a Sample
+// keeps `rate` on its first output, 1 - rate on its second; everything else
+// passes 1). Flows count as the packets they were metered from: a FlowTable's
+// records carry the share of the packets that reached the table. The
+// distinct shares, ascending; {1} when nothing on the way samples.
+std::vector<double> upstream_sampling(const ElementGraph &g, int to,
+                                      const std::function<double(int element, int port)> &passes);
+
 }  // namespace sluice

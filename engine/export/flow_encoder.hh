@@ -4,10 +4,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "engine/export/message_builder.hh"
+#include "engine/export/options_records.hh"
 #include "engine/flow/flow_record.hh"
 
 namespace sluice {
@@ -26,6 +28,11 @@ class FlowEncoder {
                       flow_export::Messages &out, std::vector<uint32_t> *flow_records = nullptr) = 0;
   // Appends messages holding the templates and nothing else.
   virtual void templates(uint32_t export_time_s, flow_export::Messages &out) = 0;
+  // Appends messages holding these options templates and options data
+  // records (options_records.hh), in order, under this encoder's header
+  // (domain, sequence, time). IPFIX sequence numbers count the data records.
+  virtual void encode_options(std::span<const flow_export::OptionsRecord> recs, uint32_t export_time_s,
+                              flow_export::Messages &out) = 0;
   // Templates go out again before any data (a new TCP connection, a
   // restarted collector). The sequence number carries on.
   virtual void reset_templates() = 0;

@@ -110,6 +110,13 @@ void IpfixEncoder::templates(uint32_t export_time_s, flow_export::Messages &out)
   for (int t = 0; t < kinds(); ++t) add_template(b, t);
 }
 
+void IpfixEncoder::encode_options(std::span<const flow_export::OptionsRecord> recs, uint32_t export_time_s,
+                                  flow_export::Messages &out) {
+  export_time_s_ = export_time_s;
+  flow_export::MessageBuilder b = builder(out, nullptr);
+  flow_export::add_options(b, recs);
+}
+
 int IpfixEncoder::template_of(const FlowRecord &r) const {
   return (r.key.is_ipv6 ? 1 : 0) + (r.biflow && !cfg_.uniflows ? 2 : 0);
 }

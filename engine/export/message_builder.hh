@@ -49,10 +49,11 @@ class MessageBuilder {
     if (flow_records_) ++flow_records_->back();
   }
   void finish();
+  // Ends the open set: the next record starts a set of its own.
+  void close_set();
 
  private:
   void start_message();
-  void close_set();
   size_t padding(size_t set_length) const { return layout_.pad_sets ? (4 - set_length % 4) % 4 : 0; }
 
   Layout layout_;

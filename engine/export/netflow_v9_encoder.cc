@@ -107,6 +107,14 @@ void NetFlowV9Encoder::templates(uint32_t export_time_s, flow_export::Messages &
   add_templates(b);
 }
 
+void NetFlowV9Encoder::encode_options(std::span<const flow_export::OptionsRecord> recs, uint32_t export_time_s,
+                                      flow_export::Messages &out) {
+  uint64_t now = uint64_t(export_time_s) * 1000;
+  set_boot(now, now);
+  flow_export::MessageBuilder b = builder(export_time_s, out, nullptr);
+  flow_export::add_options(b, recs);
+}
+
 void NetFlowV9Encoder::encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
                               flow_export::Messages &out, std::vector<uint32_t> *flow_records) {
   // The boot time first: it can ask for the templates again.

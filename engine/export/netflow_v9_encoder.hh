@@ -101,6 +101,8 @@ class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageB
   void encode(const FlowRecord *recs, size_t n, uint32_t export_time_s, bool send_templates,
               flow_export::Messages &out, std::vector<uint32_t> *flow_records = nullptr) override;
   void templates(uint32_t export_time_s, flow_export::Messages &out) override;
+  void encode_options(std::span<const flow_export::OptionsRecord> recs, uint32_t export_time_s,
+                      flow_export::Messages &out) override;
   uint32_t sequence() const override { return sequence_; }
   void reset_templates() override { announced_ = 0; }
 

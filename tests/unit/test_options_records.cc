@@ -47,12 +47,6 @@ Bytes hex(const std::string &h) {
   return b;
 }
 
-Bytes concat(const std::vector<flow_export::OptionsRecord> &recs) {
-  Bytes b;
-  for (const auto &r : recs) b.insert(b.end(), r.bytes.begin(), r.bytes.end());
-  return b;
-}
-
 uint64_t be(const uint8_t *p, size_t n) {
   uint64_t v = 0;
   for (size_t i = 0; i < n; ++i) v = v << 8 | p[i];

@@ -478,25 +478,32 @@ void FlowCache::count_attrs(uint32_t slot, const Entry &e, unsigned d, const Pre
   }
 }
 
-// adopt(): direction d of `from`'s entry from_slot merged into direction
-// `to` of entry `slot` here. `first`: that direction had no packet here yet.
+// merge_direction()'s optional fields. `record_first`: the entry here has
+// no packet yet (the record's fields come from this flow); `first`: its
+// direction `to` has none.
 void FlowCache::adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to,
-                            bool first) {
-  if (!attrs_) return;
+                            bool record_first, bool first) {
   Attrs &n = attrs_[slot];
-  if (!from.attrs_) {
+  const Attrs *o = from.attrs_ ? &from.attrs_[from_slot] : nullptr;
+  if (record_first) {
+    std::memset(&n, 0, sizeof n);
+    if (o) {
+      n.flow_direction = o->flow_direction, n.vlan_inner = o->vlan_inner;
+      std::memcpy(n.mpls_top, o->mpls_top, 3);
+    }
+  }
+  if (!o) {
     if (first) std::memset(n.mac[to], 0, 12), n.if_index[to] = 0, n.tos[to] = n.min_ttl[to] = n.max_ttl[to] = 0;
     return;
   }
-  const Attrs &o = from.attrs_[from_slot];
   if (first) {
-    std::memcpy(n.mac[to], o.mac[d], 12);
-    n.if_index[to] = o.if_index[d];
-    n.tos[to] = o.tos[d];
-    n.min_ttl[to] = o.min_ttl[d], n.max_ttl[to] = o.max_ttl[d];
+    std::memcpy(n.mac[to], o->mac[d], 12);
+    n.if_index[to] = o->if_index[d];
+    n.tos[to] = o->tos[d];
+    n.min_ttl[to] = o->min_ttl[d], n.max_ttl[to] = o->max_ttl[d];
   } else {
-    n.min_ttl[to] = std::min(n.min_ttl[to], o.min_ttl[d]);
-    n.max_ttl[to] = std::max(n.max_ttl[to], o.max_ttl[d]);
+    n.min_ttl[to] = std::min(n.min_ttl[to], o->min_ttl[d]);
+    n.max_ttl[to] = std::max(n.max_ttl[to], o->max_ttl[d]);
   }
 }
 
@@ -583,64 +590,66 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
         index_insert(s, p.home, bucket, p.tag);
         ++stats_.created;
       }
-      Entry &n = entries_[s];
       // Which direction of the entry here this one is (uni: always forward).
-      unsigned to = cfg_.bidirectional && swapped != ((n.state & kFwdRev) ? 1 : 0) ? 1 : 0;
-      if (attrs_ && !has_packets(n)) {  // the record's fields: the first flow merged in brings them
-        Attrs &a = attrs_[s];
-        std::memset(&a, 0, sizeof a);
-        if (from.attrs_) {
-          const Attrs &o = from.attrs_[i];
-          a.flow_direction = o.flow_direction, a.vlan_inner = o.vlan_inner;
-          std::memcpy(a.mpls_top, o.mpls_top, 3);
-        }
-      }
-      adopt_attrs(from, i, d, s, to, n.packets[to] == 0);
-      if (n.packets[to] == 0) {
-        n.first_ns[to] = e.first_ns[d], n.dir_last_ns[to] = e.dir_last_ns[d];
-        n.min_len[to] = e.min_len[d], n.max_len[to] = e.max_len[d];
-      } else {
-        n.first_ns[to] = std::min(n.first_ns[to], e.first_ns[d]);
-        n.dir_last_ns[to] = std::max(n.dir_last_ns[to], e.dir_last_ns[d]);
-        n.min_len[to] = std::min(n.min_len[to], e.min_len[d]);
-        n.max_len[to] = std::max(n.max_len[to], e.max_len[d]);
-      }
-      n.packets[to] += e.packets[d];
-      n.octets[to] += e.octets[d];
-      n.tcp_flags[to] |= e.tcp_flags[d];
-      n.last_ns = std::max(n.last_ns, e.last_ns);
-      // Extension fields: the first flow merged in brings its values (slots
-      // sit at the same offsets in every table: the registry's).
-      if ((e.state & kExt) && !(n.state & kExt) && (ext_ || map_ext())) {
-        std::memcpy(ext_ + size_t(s) * kFlowExtBytes, from.ext_ + size_t(i) * kFlowExtBytes, kFlowExtBytes);
-        n.state |= kExt;
-      }
-      // Ended by a FIN or RST: a biflow's mark covers both directions; split
-      // into uniflows, only the direction that sent one is ended.
-      bool ended = from.cfg_.bidirectional && !cfg_.bidirectional ? (e.tcp_flags[d] & (kTcpFin | kTcpRst)) != 0
-                                                                  : (e.state & kEnded) != 0;
-      if (ended) n.state |= kEnded;
-      // The forward direction is the one that sent first.
-      if (n.packets[0] && n.packets[1] && n.first_ns[1] < n.first_ns[0]) {
-        std::swap(n.packets[0], n.packets[1]);
-        std::swap(n.octets[0], n.octets[1]);
-        std::swap(n.first_ns[0], n.first_ns[1]);
-        std::swap(n.dir_last_ns[0], n.dir_last_ns[1]);
-        std::swap(n.min_len[0], n.min_len[1]);
-        std::swap(n.max_len[0], n.max_len[1]);
-        std::swap(n.tcp_flags[0], n.tcp_flags[1]);
-        if (attrs_) {
-          Attrs &a = attrs_[s];
-          std::swap(a.mac[0], a.mac[1]);
-          std::swap(a.if_index[0], a.if_index[1]);
-          std::swap(a.tos[0], a.tos[1]);
-          std::swap(a.min_ttl[0], a.min_ttl[1]);
-          std::swap(a.max_ttl[0], a.max_ttl[1]);
-        }
-        n.state ^= kFwdRev;
-      }
+      unsigned to = cfg_.bidirectional && swapped != ((entries_[s].state & kFwdRev) ? 1 : 0) ? 1 : 0;
+      merge_direction(from, i, d, s, to);
     }
   }
+}
+
+// adopt(): direction d of `from`'s entry from_slot merged into direction
+// `to` of entry s here.
+void FlowCache::merge_direction(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t s, unsigned to) {
+  const Entry &e = from.entries_[from_slot];
+  Entry &n = entries_[s];
+  if (attrs_) adopt_attrs(from, from_slot, d, s, to, !has_packets(n), n.packets[to] == 0);
+  if (n.packets[to] == 0) {
+    n.first_ns[to] = e.first_ns[d], n.dir_last_ns[to] = e.dir_last_ns[d];
+    n.min_len[to] = e.min_len[d], n.max_len[to] = e.max_len[d];
+  } else {
+    n.first_ns[to] = std::min(n.first_ns[to], e.first_ns[d]);
+    n.dir_last_ns[to] = std::max(n.dir_last_ns[to], e.dir_last_ns[d]);
+    n.min_len[to] = std::min(n.min_len[to], e.min_len[d]);
+    n.max_len[to] = std::max(n.max_len[to], e.max_len[d]);
+  }
+  n.packets[to] += e.packets[d];
+  n.octets[to] += e.octets[d];
+  n.tcp_flags[to] |= e.tcp_flags[d];
+  n.last_ns = std::max(n.last_ns, e.last_ns);
+  // Extension fields: the first flow merged in brings its values (slots
+  // sit at the same offsets in every table: the registry's).
+  if ((e.state & kExt) && !(n.state & kExt) && (ext_ || map_ext())) {
+    std::memcpy(ext_ + size_t(s) * kFlowExtBytes, from.ext_ + size_t(from_slot) * kFlowExtBytes, kFlowExtBytes);
+    n.state |= kExt;
+  }
+  // Ended by a FIN or RST: a biflow's mark covers both directions; split
+  // into uniflows, only the direction that sent one is ended.
+  bool ended = from.cfg_.bidirectional && !cfg_.bidirectional ? (e.tcp_flags[d] & (kTcpFin | kTcpRst)) != 0
+                                                              : (e.state & kEnded) != 0;
+  if (ended) n.state |= kEnded;
+  // The forward direction is the one that sent first.
+  if (n.packets[0] && n.packets[1] && n.first_ns[1] < n.first_ns[0]) swap_directions(s);
+}
+
+// Entry s's forward direction becomes its reverse one and back.
+void FlowCache::swap_directions(uint32_t s) {
+  Entry &n = entries_[s];
+  std::swap(n.packets[0], n.packets[1]);
+  std::swap(n.octets[0], n.octets[1]);
+  std::swap(n.first_ns[0], n.first_ns[1]);
+  std::swap(n.dir_last_ns[0], n.dir_last_ns[1]);
+  std::swap(n.min_len[0], n.min_len[1]);
+  std::swap(n.max_len[0], n.max_len[1]);
+  std::swap(n.tcp_flags[0], n.tcp_flags[1]);
+  if (attrs_) {
+    Attrs &a = attrs_[s];
+    std::swap(a.mac[0], a.mac[1]);
+    std::swap(a.if_index[0], a.if_index[1]);
+    std::swap(a.tos[0], a.tos[1]);
+    std::swap(a.min_ttl[0], a.min_ttl[1]);
+    std::swap(a.max_ttl[0], a.max_ttl[1]);
+  }
+  n.state ^= kFwdRev;
 }
 
 void FlowCache::peek(size_t begin, size_t end, const std::function<void(const FlowRecord &)> &fn) const {

@@ -311,7 +311,10 @@ class FlowCache {
                Prepared &p) const;
   void count_attrs(uint32_t slot, const Entry &e, unsigned d, const Prepared &p);
   void fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const;
-  void adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to, bool first);
+  void adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to,
+                   bool record_first, bool first);
+  void merge_direction(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t s, unsigned to);
+  void swap_directions(uint32_t s);
   void apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels);
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
   void hash_into(const uint64_t w[5], Prepared &p) const;

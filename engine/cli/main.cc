@@ -213,17 +213,24 @@ int control_client(const std::string &socket, const std::vector<std::string> &ar
 // --jit (the default) or --no-jit, and --jit-cpu.
 struct JitChoice {
   bool enabled = true;
+  bool wait = false;  // --jit-wait: every loop compiled before the run starts
   std::string cpu;
   std::string print_after;  // plan --emit-ir-after: a pass of the JIT, or "all"
 };
 
-// The JIT for a run: every segment's loop compiled before the segments
-// start. False, with the error printed, when it cannot be.
+// The JIT for a run: with `wait` (or for the IR) every segment's loop
+// compiled before the segments start, else compiled while they run. False,
+// with the error printed, when the JIT cannot be set up (a bad --jit-cpu) or,
+// with `wait`, a loop cannot be compiled.
 bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std::vector<std::string> *ir) {
   std::string err;
   std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, jit.print_after}, &err);
   if (compiler) {
     rt.set_compiler(compiler, housekeeping_cpu);
+    if (!jit.wait && !ir) {
+      rt.compile_when_running();
+      return true;
+    }
     if (rt.compile_programs(&err, ir)) return true;
   }
   log::error(err);
@@ -281,8 +288,13 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   struct sigaction hup {};  // from the start: SIGHUP must never end the probe
   hup.sa_handler = on_hangup;
   sigaction(SIGHUP, &hup, nullptr);
+  // The JIT's one-time set-up goes on beside DPDK's (EAL, pools, devices).
+  std::thread jit_warm_up;
+  if (jit.enabled) jit_warm_up = std::thread(warm_up_jit);
   Runtime rt(pipe, opts);
-  if (!rt.setup(&err)) {
+  bool ready = rt.setup(&err);
+  if (jit_warm_up.joinable()) jit_warm_up.join();
+  if (!ready) {
     log::error(err);
     return kExitErrors;
   }
@@ -466,8 +478,13 @@ struct RunCommand {
                     "one")
         ->type_name("[ADDR:]PORT");
     cmd->add_flag("--jit", jit.enabled,
-                  "fuse every segment's loop with LLVM ORC before the run starts (the default); an element that "
-                  "cannot be compiled is an error");
+                  "fuse every segment's loop with LLVM ORC (the default): the segments start at once on the "
+                  "interpreter and switch to their fused loops, between two batches, as soon as each is compiled "
+                  "(in the background, on the housekeeping cpu); a loop that cannot be compiled leaves its segment "
+                  "on the interpreter, with a warning");
+    cmd->add_flag("--jit-wait", jit.wait,
+                  "with the JIT: compile every segment's loop before the run starts, so that fused loops process "
+                  "every packet; an element that cannot be compiled is then an error");
     cmd->add_flag("--no-jit", no_jit, "run every segment through the interpreter instead");
     cmd->footer("Exit status: 0 every packet and flow record accounted for and nothing lost; 1 a configuration or "
                 "device error, or accounting that does not balance; 2 a usage error; 3 the run completed but lost "
@@ -480,8 +497,8 @@ struct RunCommand {
         ->type_name("NAME");
   }
   int execute() {
-    if (no_jit && cmd->count("--jit")) {
-      std::cerr << "sluice run: --jit and --no-jit exclude each other\n";
+    if (no_jit && (cmd->count("--jit") || jit.wait)) {
+      std::cerr << "sluice run: " << (jit.wait ? "--jit-wait" : "--jit") << " and --no-jit exclude each other\n";
       return kExitUsage;
     }
     jit.enabled = !no_jit;

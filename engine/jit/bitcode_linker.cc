@@ -69,7 +69,8 @@ std::map<RuntimeElement *, const JitEntry *> declare_needed(llvm::Module &m, con
 
 // Links what the module declares and some bitcode file defines, until
 // nothing more is needed; the bitcode file each function came from.
-std::map<std::string, std::string> link_needed(llvm::Module &m, const Diagnostics &diag) {
+std::map<std::string, std::string> link_needed(llvm::Module &m, const Diagnostics &diag,
+                                               const std::atomic<bool> *cancel) {
   BitcodeIndex &index = BitcodeIndex::get();
   std::map<std::string, std::string> source_of;
   llvm::Linker linker(m);
@@ -80,9 +81,12 @@ std::map<std::string, std::string> link_needed(llvm::Module &m, const Diagnostic
         if (int f = index.file_defining(g.getName().str()); f >= 0) wanted.insert(f);
     if (wanted.empty()) return source_of;
     for (int f : wanted) {
+      check_cancelled(cancel);
       llvm::MemoryBufferRef buf = index.file(f);
       std::string source = buf.getBufferIdentifier().str();
-      auto src = take(llvm::parseBitcodeFile(buf, m.getContext()), "JIT: bitcode of " + source);
+      // Lazily: the linker materializes only the functions the module needs
+      // (most of an element file's code is not on its data path).
+      auto src = take(llvm::getLazyBitcodeModule(buf, m.getContext()), "JIT: bitcode of " + source);
       src->setDataLayout(m.getDataLayout());
       src->setTargetTriple(m.getTargetTriple());
       for (llvm::Function &fn : *src)
@@ -149,10 +153,11 @@ llvm::Function *callee_in(llvm::Module &m, const char *name) {
 
 }  // namespace
 
-LinkedBitcode link_segment_bitcode(llvm::Module &m, const SegmentRunner &seg, const Diagnostics &diagnostics) {
+LinkedBitcode link_segment_bitcode(llvm::Module &m, const SegmentRunner &seg, const Diagnostics &diagnostics,
+                                   const std::atomic<bool> *cancel) {
   LinkedBitcode linked;
   linked.entries = declare_needed(m, seg);
-  std::map<std::string, std::string> source_of = link_needed(m, diagnostics);
+  std::map<std::string, std::string> source_of = link_needed(m, diagnostics, cancel);
   for (auto &[e, entry] : linked.entries) {
     std::string file = source_of.count(entry->push_symbol) ? source_of[entry->push_symbol] : "?";
     std::string stale = stamp_problem(m, *entry, *entry->stamp,

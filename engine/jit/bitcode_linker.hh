@@ -29,6 +29,8 @@ struct LinkedBitcode {
 
 // Throws JitError. `diagnostics` is the module's context's handler (the
 // linker reports there).
-LinkedBitcode link_segment_bitcode(llvm::Module &m, const SegmentRunner &seg, const Diagnostics &diagnostics);
+// `cancel` (may be null): checked before each bitcode file (check_cancelled).
+LinkedBitcode link_segment_bitcode(llvm::Module &m, const SegmentRunner &seg, const Diagnostics &diagnostics,
+                                   const std::atomic<bool> *cancel = nullptr);
 
 }  // namespace sluice

@@ -2,6 +2,7 @@
 // engine/jit): its error, LLVM's results unwrapped, the diagnostics of its
 // context, constant addresses in IR, and the names it gives things.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -20,6 +21,11 @@ class RuntimeElement;
 struct JitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A compilation given up because its `cancel` flag was set (the run ended).
+inline void check_cancelled(const std::atomic<bool> *cancel) {
+  if (cancel && cancel->load(std::memory_order_relaxed)) throw JitError("cancelled");
+}
 
 template <typename T>
 T take(llvm::Expected<T> v, const std::string &what) {

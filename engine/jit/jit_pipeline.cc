@@ -27,14 +27,21 @@ constexpr const char *kInlineLoop = "InlineLoop";
 constexpr const char *kSimplify = "Simplify";
 constexpr const char *kO3 = "O3";
 
-// One pipeline's analysis managers, registered with each other.
+// One pipeline's analysis managers, registered with each other. Once
+// `cancel` reads true, the pass managers skip every optional pass (most of
+// O3), so that a cancelled compilation ends within a pass.
 struct Analyses {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
+  llvm::PassInstrumentationCallbacks pic;
   llvm::PassBuilder pb;
-  explicit Analyses(llvm::TargetMachine &tm) : pb(&tm) {
+  Analyses(llvm::TargetMachine &tm, const std::atomic<bool> *cancel)
+      : pb(&tm, llvm::PipelineTuningOptions(), std::nullopt, &pic) {
+    if (cancel)
+      pic.registerShouldRunOptionalPassCallback(
+          [cancel](llvm::StringRef, llvm::Any) { return !cancel->load(std::memory_order_relaxed); });
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -91,8 +98,9 @@ void read_segment_constants(const SegmentRunner &seg, PipelineInputs &in) {
   }
 }
 
-JitPipeline::JitPipeline(llvm::TargetMachine &tm, PipelineInputs inputs, std::string print_after, int segment)
-    : tm_(tm), in_(std::move(inputs)), print_after_(std::move(print_after)), segment_(segment) {}
+JitPipeline::JitPipeline(llvm::TargetMachine &tm, PipelineInputs inputs, std::string print_after, int segment,
+                         const std::atomic<bool> *cancel)
+    : tm_(tm), in_(std::move(inputs)), print_after_(std::move(print_after)), segment_(segment), cancel_(cancel) {}
 
 void JitPipeline::after(const llvm::Module &m, const std::string &pass, int round,
                         llvm::function_ref<std::string()> report) {
@@ -110,7 +118,7 @@ void JitPipeline::run(llvm::Module &m) {
   {
     // Until the loop is optimized: the generated functions inlined, then
     // rounds of specialization, all with one set of analyses.
-    Analyses a(tm_);
+    Analyses a(tm_, cancel_);
     CheckThreadLocalsPass thread_locals(std::move(in_.element_code));
     run_pass(thread_locals, m, a.mam);
     if (!thread_locals.error().empty()) throw JitError(thread_locals.error());
@@ -139,6 +147,7 @@ void JitPipeline::run(llvm::Module &m) {
     InlineFilterProgramsPass filters(std::move(in_.filters), in_.filter_match_name);
     SpecializeConstantThisPass constant_this;
     for (int round = 1; round <= 8; ++round) {
+      check_cancelled(cancel_);
       bool changed = run_pass(fold, m, a.mam);
       after(m, FoldConstantLoadsPass::name().str(), round, [&] { return fold.report(); });
       changed |= run_pass(filters, m, a.mam);
@@ -158,10 +167,12 @@ void JitPipeline::run(llvm::Module &m) {
             [&] { return "EarlyCSE, InstCombine, SimplifyCFG: " + size_change(before, size_of(m)); });
     }
   }
+  check_cancelled(cancel_);
   {
-    Analyses a(tm_);
+    Analyses a(tm_, cancel_);
     ModuleSize before = printing(kO3) ? size_of(m) : ModuleSize{};
     a.pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, a.mam);
+    check_cancelled(cancel_);  // O3 skipped its passes: the module is not what a loop may run
     after(m, kO3, 0, [&] { return "LLVM's O3 pipeline: " + size_change(before, size_of(m)); });
     CheckFileLocalsPass file_locals;
     run_pass(file_locals, m, a.mam);

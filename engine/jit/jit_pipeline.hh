@@ -18,6 +18,7 @@
 // run of a pass, with what the pass did (docs/jit.md).
 // LLVM's headers: include only from engine/jit.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -52,8 +53,11 @@ class JitPipeline {
   static const std::vector<std::string> &pass_names();
   // `print_after`: a pass name, "all", or empty (print nothing); checked
   // with pass_names() by the caller. `segment` labels what is printed.
-  JitPipeline(llvm::TargetMachine &tm, PipelineInputs inputs, std::string print_after, int segment);
-  // Throws JitError.
+  // `cancel` (may be null): when it reads true the run stops at its next
+  // step, and LLVM's optional passes are skipped from then on.
+  JitPipeline(llvm::TargetMachine &tm, PipelineInputs inputs, std::string print_after, int segment,
+              const std::atomic<bool> *cancel = nullptr);
+  // Throws JitError ("cancelled" when cancelled).
   void run(llvm::Module &m);
   // The module after each run of the pass asked for, each headed by
   // "; segment S, after PASS (round N)" and "; PASS: what it did".
@@ -68,6 +72,7 @@ class JitPipeline {
   PipelineInputs in_;
   std::string print_after_;
   int segment_;
+  const std::atomic<bool> *cancel_;
   std::string printed_;
 };
 

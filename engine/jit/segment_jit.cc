@@ -58,7 +58,8 @@ class FusedProgram final : public SegmentProgram {
 // passes (jit_pipeline.hh), then ORC.
 class SegmentCompilation {
  public:
-  SegmentCompilation(SegmentRunner &seg, const JitSettings &settings) : seg_(seg), settings_(settings) {
+  SegmentCompilation(SegmentRunner &seg, const JitSettings &settings, const std::atomic<bool> *cancel)
+      : seg_(seg), settings_(settings), cancel_(cancel) {
     cx_ = std::make_unique<llvm::LLVMContext>();
     cx_->setDiagnosticHandlerCallBack(&Diagnostics::handle, &diag_);
     m_ = std::make_unique<llvm::Module>("segment_" + std::to_string(seg.segment().id), *cx_);
@@ -69,7 +70,8 @@ class SegmentCompilation {
     ProgramCompiler::Result r;
     try {
       make_target();
-      LinkedBitcode linked = link_segment_bitcode(*m_, seg_, diag_);
+      LinkedBitcode linked = link_segment_bitcode(*m_, seg_, diag_, cancel_);
+      check_cancelled(cancel_);
       LoopBuilder loop(*m_, seg_, linked);
       llvm::Function *step = loop.build();
       PipelineInputs in;
@@ -77,8 +79,9 @@ class SegmentCompilation {
         in.element_code.push_back({element_label(*e) + " (class " + e->class_name() + ")", f});
       read_segment_constants(seg_, in);
       in.filter_match_name = linked.filter_match_name;
-      JitPipeline pipeline(*tm_, std::move(in), want_ir ? settings_.print_after : "", seg_.segment().id);
+      JitPipeline pipeline(*tm_, std::move(in), want_ir ? settings_.print_after : "", seg_.segment().id, cancel_);
       pipeline.run(*m_);
+      check_cancelled(cancel_);  // before code generation, which cannot be cut short
       if (want_ir && !settings_.print_after.empty()) {
         r.ir = pipeline.printed();
       } else if (want_ir) {
@@ -119,6 +122,7 @@ class SegmentCompilation {
 
   SegmentRunner &seg_;
   const JitSettings &settings_;
+  const std::atomic<bool> *cancel_;
   Diagnostics diag_;
   std::unique_ptr<llvm::LLVMContext> cx_;
   std::unique_ptr<llvm::Module> m_;
@@ -129,8 +133,8 @@ class SegmentCompilation {
 class SegmentJit final : public ProgramCompiler {
  public:
   explicit SegmentJit(JitSettings settings) : settings_(std::move(settings)) {}
-  Result compile(SegmentRunner &segment, bool want_ir) override {
-    return SegmentCompilation(segment, settings_).run(want_ir);
+  Result compile(SegmentRunner &segment, bool want_ir, const std::atomic<bool> *cancel) override {
+    return SegmentCompilation(segment, settings_, cancel).run(want_ir);
   }
   std::string describe() const override { return "LLVM ORC, " + settings_.cpu; }
 
@@ -149,6 +153,11 @@ std::string default_jit_cpu() {
 }
 
 const std::vector<std::string> &jit_pass_names() { return JitPipeline::pass_names(); }
+
+void warm_up_jit() {
+  init_llvm();
+  BitcodeIndex::get();
+}
 
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error) {
   init_llvm();

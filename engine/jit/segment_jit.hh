@@ -42,6 +42,12 @@ struct JitSettings {
 // CPU name is unknown or print_after names no pass.
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error);
 
+// What every compilation needs first, done once per process: LLVM's target
+// set up and the embedded bitcode indexed (about a tenth of a second). A run
+// calls it on a thread of its own while DPDK starts, so that the first
+// segment's compilation does not pay for it. Thread-safe.
+void warm_up_jit();
+
 // x86-64-v3 where the host has its features (measured faster here than
 // tuning for the host's own CPU, PLATFORM.md), else the host's CPU.
 std::string default_jit_cpu();

@@ -9,6 +9,7 @@
 #include <rte_mempool.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ class EthDevice {
   }
   void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
   bool next_shadow_record();
+  ::pcap *open_shadow(const std::string &file);
   // A record's time as the shadow reads it (nanosecond precision): in UNIX
   // ns, and as net_pcap stamps the mbuf with it.
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
@@ -103,6 +105,7 @@ class EthDevice {
   // for what net_pcap drops: nanoseconds, the wire length, and which
   // records net_pcap read but lost for lack of buffers.
   ::pcap *shadow_ = nullptr;
+  std::unique_ptr<char[]> shadow_buffer_;  // the shadow's stdio buffer
 };
 
 }  // namespace sluice

@@ -1,5 +1,6 @@
 #include "engine/runtime/program_cache.hh"
 
+#include "engine/base/clock.hh"
 #include "engine/runtime/log.hh"
 
 #include <pthread.h>
@@ -94,6 +95,7 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   thread_ = std::thread([this, todo] {
     compile_here(compiler_cpu_);
     for (SegmentRunner *s : todo) {
+      if (stopping_ || s->done()) continue;  // nothing would run the loop
       // A handler write during the compilation changed constants it read:
       // compile again.
       for (int attempt = 0; attempt < 3; ++attempt) {
@@ -102,8 +104,9 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
           std::lock_guard lock(mutex_);
           epoch = config_epoch_[s];
         }
-        ProgramCompiler::Result r = compiler_->compile(*s, false);
+        ProgramCompiler::Result r = compiler_->compile(*s, false, &stopping_);
         std::lock_guard lock(mutex_);
+        if (!r.program && stopping_) break;  // the run ended: cancelled
         unsigned n = compiled_[s].compilations + 1;
         if (!r.program) {
           compiled_[s] = {nullptr, r.compile_ms, r.error, n};
@@ -114,7 +117,7 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
         compiled_[s].compilations = n;
         if (config_epoch_[s] != epoch) continue;  // stale already: dropped here
         programs_.emplace_back(s, std::move(r.program));
-        compiled_[s] = {p, r.compile_ms, "", n};
+        compiled_[s] = {p, r.compile_ms, "", n, mono_ns()};
         s->replace_program(p);
         break;
       }
@@ -132,9 +135,18 @@ std::string ProgramCache::describe(const SegmentRunner &seg) const {
   std::lock_guard lock(mutex_);
   auto c = compiled_.find(&seg);
   bool jit = seg.program() && seg.program() != &interpreter_;
-  if (jit && c != compiled_.end())
-    return "loop fused by the JIT (" + compiler_->describe() + "), compiled in " + ms_text(c->second.ms);
-  if (c != compiled_.end() && !c->second.error.empty()) return "interpreter (JIT: " + c->second.error + ")";
+  if (jit && c != compiled_.end()) {
+    std::string s = "loop fused by the JIT (" + compiler_->describe() + "), compiled in " + ms_text(c->second.ms);
+    uint64_t started = seg.loop_started_ns();
+    if (c->second.switched_ns > started && started)
+      s += ", running from " + ms_text(double(c->second.switched_ns - started) / 1e6) + " (the interpreter before)";
+    return s;
+  }
+  if (c != compiled_.end() && !c->second.error.empty()) {
+    const std::string &e = c->second.error;
+    return "interpreter (JIT: " + (e.starts_with("JIT: ") ? e.substr(5) : e) + ")";
+  }
+  if (compiler_) return "interpreter (no fused loop was ready before it ended)";
   return "interpreter";
 }
 

@@ -3,6 +3,7 @@
 // between two batches, swapped out (back to the interpreter) when an
 // element's configuration changes, and let go when nothing can run them.
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,11 +35,20 @@ class ProgramCache {
   bool compile_all(const std::vector<std::unique_ptr<SegmentRunner>> &segments, std::string *error,
                    std::vector<std::string> *ir);
   // In the background: the segments of `todo` (running the interpreter)
-  // get their loops and switch to them between two batches.
+  // get their loops and switch to them between two batches. A segment that
+  // has ended by its turn is left out.
   void compile_in_background(std::vector<SegmentRunner *> todo);
   // Waits for a background compilation (a reload is about to retire segments).
   void wait() {
     if (thread_.joinable()) thread_.join();
+  }
+  // The run is over: a background compilation is cancelled (the segment
+  // under way gives up at its compiler's next step; ProgramCompiler::compile)
+  // and compiles no further segment.
+  void finish() {
+    stopping_ = true;
+    wait();
+    stopping_ = false;
   }
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter, and a compilation under way for it
@@ -52,6 +62,7 @@ class ProgramCache {
     double ms = -1;  // how long its loop took to compile (<0: not compiled)
     std::string error;
     unsigned compilations = 0;  // loops compiled for the segment so far
+    uint64_t switched_ns = 0;   // when the running segment switched to it (mono_ns; 0: it started on it)
   };
   CompiledLoop compiled_loop(const SegmentRunner &seg) const;
   size_t held() const {
@@ -74,6 +85,7 @@ class ProgramCache {
   std::map<const SegmentRunner *, CompiledLoop> compiled_;
   std::map<const SegmentRunner *, uint64_t> config_epoch_;  // bumped by drop_compiled
   std::thread thread_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace sluice

@@ -254,6 +254,8 @@ void Runtime::run() {
     std::unique_lock structure(structure_mutex_);
     for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   }
+  // Before a reload can start (below): it compiles in the background too.
+  if (compile_when_running_) recompile();
   {
     // A reload that came at once (another thread) waits for this: it can
     // stop only segments that run.
@@ -287,7 +289,7 @@ void Runtime::run() {
     }
   }
   for (auto &s : running_.segments) s->join();
-  programs_.wait();
+  programs_.finish();
   retired_.finish();  // what replaced instances still hold goes out, or is counted lost
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -125,6 +125,12 @@ class Runtime {
   bool compile_programs(std::string *error, std::vector<std::string> *ir = nullptr) {
     return programs_.compile_all(running_.segments, error, ir);
   }
+  // Instead of compile_programs(): run() starts the segments on the
+  // interpreter at once and compiles their loops in the background; each
+  // segment switches to its loop between two batches when it is ready (a
+  // short run never waits for the compiler). A loop that cannot be compiled
+  // leaves its segment on the interpreter, with a warning.
+  void compile_when_running() { compile_when_running_ = true; }
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter; then, from any other thread,
   // recompile() compiles what runs the interpreter again.
@@ -157,6 +163,7 @@ class Runtime {
   ProgramCache programs_;
   RetiredElements retired_;
   double elapsed_s_ = 0;
+  bool compile_when_running_ = false;
   std::function<void()> on_started_, on_tick_;
   ReloadStats reload_stats_;
   std::mutex reload_mutex_;

@@ -54,7 +54,11 @@ class ProgramCompiler {
   };
   // Reads the segment's wiring and its elements' constant bytes; may run on
   // any thread while the segment runs another program. Thread-safe.
-  virtual Result compile(SegmentRunner &segment, bool want_ir) = 0;
+  // `cancel` (may be null): once it reads true the compilation gives up at
+  // its next step (no program, error "cancelled"); LLVM's optimizations are
+  // skipped from then on, but a step under way (reading the bitcode, code
+  // generation) finishes first.
+  virtual Result compile(SegmentRunner &segment, bool want_ir, const std::atomic<bool> *cancel = nullptr) = 0;
   // What it compiles for, for the summary (e.g. "LLVM ORC, x86-64-v3").
   virtual std::string describe() const = 0;
 };

@@ -139,7 +139,7 @@ for mode in jit no-jit; do
   rm -rf "nfcapd-$mode" && mkdir -p "nfcapd-$mode"
   if [ -n "$COLLECT" ]; then nfcapd -w "$WORK/nfcapd-$mode" -p "$PORT" -b 127.0.0.1 > /dev/null 2>&1 & NFCAPD=$!; sleep 1; fi
   rc=0
-  "$ROOT/usr/bin/sluice" run "--$mode" "$ROOT/etc/sluice/flowprobe-plugins.pipe" --host "$ROOT/etc/sluice/laptop.yaml" \
+  "$ROOT/usr/bin/sluice" run "--${mode/#jit/jit-wait}" "$ROOT/etc/sluice/flowprobe-plugins.pipe" --host "$ROOT/etc/sluice/laptop.yaml" \
     -D DEVICE="pcap:$TRACE" -D COLLECTOR="127.0.0.1:$PORT" -D FLOWS="$WORK/plugins-$mode.csv" -D TOP_K=100000 \
     > "plugins-$mode.txt" 2>&1 || rc=$?
   grep -q "every packet accounted for" "plugins-$mode.txt" || { cat "plugins-$mode.txt"; fail "plugins --$mode: packets not accounted for"; }

@@ -37,7 +37,7 @@ TEST_CASE("Head keeps the first packets of a trace in order, fused and interpret
   REQUIRE(made.status == 0);
   std::vector<test::PcapRecord> all = test::read_records(dir + "/all.pcap");
   REQUIRE(all.size() > 300);
-  for (const char *mode : {"--jit", "--no-jit"}) {
+  for (const char *mode : {"--jit-wait", "--no-jit"}) {
     INFO(mode);
     std::string pipe = test::write_file(
         dir + "/head.pipe", "RSSSource(\"pcap:" + dir + "/all.pcap\") -> h :: Head(250) -> PcapSink(\"" + dir +

@@ -200,7 +200,7 @@ define void @sluice_jit_push_Y(ptr %e, i32 %port, ptr %b) {
 }
 
 TEST_CASE("jit: --jit-cpu sets the target, --no-jit the interpreter, bad choices are errors", "[jit]") {
-  test::Run v2 = test::run_sluice("run -q examples/filter_count.pipe --jit-cpu x86-64-v2");
+  test::Run v2 = test::run_sluice("run -q examples/filter_count.pipe --jit-wait --jit-cpu x86-64-v2");
   INFO(v2.out);
   REQUIRE(v2.status == 0);
   CHECK_THAT(v2.out, Catch::Contains("loop fused by the JIT (LLVM ORC, x86-64-v2), compiled in "));
@@ -267,7 +267,7 @@ TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refu
   REQUIRE(ir.status == 0);
   CHECK(element_calls(ir.out).empty());
   CHECK(ir.out.find("EvenOdd") == std::string::npos);  // its push is inlined, nothing of it is called
-  test::Run jit = test::run_sluice("run -q " + with_bc + " --stats-json " + dir + "/jit.json");
+  test::Run jit = test::run_sluice("run -q " + with_bc + " --jit-wait --stats-json " + dir + "/jit.json");
   test::Run interp = test::run_sluice("run -q " + with_bc + " --no-jit --stats-json " + dir + "/interp.json");
   INFO(jit.out << interp.out);
   REQUIRE(jit.status == 0);
@@ -278,12 +278,19 @@ TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refu
   auto elements = [](const std::string &json) { return json.substr(json.find("\"elements\""), json.find("\"segments\"") - json.find("\"elements\"")); };
   CHECK(elements(a) == elements(b));
 
-  // The same plugin without its bitcode: an error that says what is missing.
+  // The same plugin without its bitcode: with --jit-wait an error that
+  // says what is missing; with --jit (compiling while the run goes) the
+  // segment stays on the interpreter, saying why.
   std::filesystem::copy_file(plugin, dir + "/bare_plugin.so", std::filesystem::copy_options::overwrite_existing);
   std::string bare = pipe(dir + "/bare_plugin.so");
-  test::Run refused = test::run_sluice("run -q " + bare);
+  test::Run refused = test::run_sluice("run -q " + bare + " --jit-wait");
   CHECK(refused.status != 0);
   CHECK_THAT(refused.out, Catch::Contains("no bitcode for element 'e#0'") && Catch::Contains("bare_plugin.so.bc") &&
                               Catch::Contains("--no-jit"));
+  test::Run degraded = test::run_sluice("run -q " + bare);
+  INFO(degraded.out);
+  CHECK(degraded.status == 0);
+  CHECK_THAT(degraded.out, Catch::Contains("; interpreter (JIT: no bitcode for element 'e#0'"));
+  CHECK(degraded.out.find("loop fused") == std::string::npos);
   CHECK(test::run_sluice("run -q " + bare + " --no-jit").status == 0);
 }

@@ -168,7 +168,7 @@ TEST_CASE("record fields: FlowLog, nfcapd (IPFIX, NetFlow v9) and nfacctd agree 
       "v9 :: NetFlowV9Exporter(127.0.0.1:" + std::to_string(p_v9) + ");\n"
       "uni :: IPFIXExporter(127.0.0.1:" + std::to_string(p_uni) + ", biflow uniflows);\n"
       "log :: FlowLog(\"" + dir + "/flows.csv\");\n");
-  for (const char *mode : {"--jit", "--no-jit"}) {
+  for (const char *mode : {"--jit-wait", "--no-jit"}) {
     INFO(mode);
     std::filesystem::remove(dir + "/flows.csv");
     Run r = run_sluice(std::string("run -q ") + mode + " " + cfg);

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Sluice against other flow meters on a multi-million-packet real trace,
+# whole process (start-up included), side by side in one run; by hand:
+#
+#   tests/bench/bench_meters.sh [COPIES]     (default 42: 3.24M packets, 1.07 GB)
+#
+# The trace: ../shared/traces/ndpi_merged.pcap (real captures, see its
+# README) laid end to end COPIES times, each copy shifted by 50,000 s of
+# trace time so every flow of a copy has ended before the next begins
+# (editcap -t, mergecap -a). Made once into $BENCH_CACHE (default
+# build/bench-cache); the first run reads it from disk, so each meter runs
+# once unmeasured first, then REPS (default 5) times interleaved
+# (rep 1: a b c ..., rep 2: b c ... a): the page cache holds the file.
+#
+# The meters, each reading the pcap and exporting flows (to a closed
+# loopback UDP port where it exports over the network; Sluice's exporter
+# unpaced, `rate 100Gbps`, as the others do not pace):
+#   sluice-jit     the default probe's path, 1 lane: RSSSource(pcap) ->
+#                  Timestamp -> Filter -> FlowTable -> GCSlicer -> IPFIXExporter, --jit
+#   sluice-interp  the same, --no-jit
+#   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
+#   softflowd      softflowd -r FILE (Debian's), NetFlow v9 to the closed port
+#   nfpcapd        nfdump's nfpcapd -r FILE, flows to nfcapd files
+# Reported: the median whole-process wall time of each, its packets per
+# second, and its time relative to the fastest peer (softflowd, nfpcapd):
+# a ratio > 1 means Sluice is that many times faster.
+# VARIANTS="sluice-jit softflowd" runs a subset.
+# These machines are shared and noisy: compare the figures of one run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SLUICE=${SLUICE:-build/engine/sluice}
+COPIES=${1:-42}
+REPS=${REPS:-5}
+CACHE=${BENCH_CACHE:-build/bench-cache}
+SRC=../shared/traces/ndpi_merged.pcap
+read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes softflowd nfpcapd}"
+if [ ! -f "$SRC" ]; then
+  echo "skipped: $SRC is not there (the shared real traces)"; exit 0
+fi
+for t in editcap mergecap capinfos softflowd nfpcapd; do
+  command -v "$t" > /dev/null || { echo "needs $t (apt-get install tshark softflowd nfdump)" >&2; exit 2; }
+done
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$CACHE"
+TRACE=$CACHE/ndpi_x$COPIES.pcap
+if [ ! -f "$TRACE" ]; then
+  echo "== making $TRACE ($COPIES copies of $SRC)"
+  parts=()
+  for ((i = 0; i < COPIES; i++)); do
+    editcap -t $((i * 50000)) "$SRC" "$TMP/part$i.pcap"
+    parts+=("$TMP/part$i.pcap")
+  done
+  mergecap -a -F pcap -w "$TRACE.tmp" "${parts[@]}"
+  rm -f "${parts[@]}"
+  mv "$TRACE.tmp" "$TRACE"
+fi
+pk=$(capinfos -c -M "$TRACE" | awk '/Number of packets/ {print $NF}')
+
+cat > "$TMP/one.pipe" <<PIPE
+RSSSource(device "pcap:$TRACE") -> Timestamp(clock pcap) -> Filter("ip or ip6")
+  -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> IPFIXExporter(127.0.0.1:9, rate 100Gbps);
+PIPE
+cat > "$TMP/two.pipe" <<PIPE
+src :: RSSSource(device "pcap:$TRACE", queues 2);
+exp :: shared IPFIXExporter(127.0.0.1:9, rate 100Gbps);
+src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
+    -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
+PIPE
+
+run_variant() {
+  case $1 in
+    sluice-jit) "$SLUICE" run -q --jit "$TMP/one.pipe";;
+    sluice-interp) "$SLUICE" run -q --no-jit "$TMP/one.pipe";;
+    sluice-2lanes) "$SLUICE" run -q --jit "$TMP/two.pipe";;
+    softflowd) softflowd -r "$TRACE" -n 127.0.0.1:9 -v 9 -m 1000000 -d;;
+    nfpcapd) rm -rf "$TMP/nf" && mkdir "$TMP/nf" && nfpcapd -r "$TRACE" -w "$TMP/nf";;
+    *) echo "unknown variant $1" >&2; exit 2;;
+  esac
+}
+secs() {
+  local s e
+  s=$(date +%s.%N)
+  local rc=0
+  run_variant "$1" > "$TMP/out.txt" 2>&1 || rc=$?
+  # sluice exits 3 when records were lost: here every record, to the closed port
+  if [ "$rc" != 0 ] && ! { [[ $1 == sluice-* ]] && [ "$rc" = 3 ]; }; then
+    echo "$1 failed (exit $rc):" >&2; tail -5 "$TMP/out.txt" >&2; exit 1
+  fi
+  e=$(date +%s.%N)
+  echo "$e - $s" | bc -l
+}
+
+for v in "${VARS[@]}"; do secs "$v" > /dev/null; done  # warm the page cache
+declare -A times
+n=${#VARS[@]}
+for ((r = 0; r < REPS; r++)); do
+  for ((k = 0; k < n; k++)); do
+    v=${VARS[$(((k + r) % n))]}
+    times[$v]+="$(secs "$v") "
+  done
+done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+declare -A med
+best_peer=""
+for v in "${VARS[@]}"; do
+  med[$v]=$(echo "${times[$v]}" | median)
+  case $v in sluice-*) ;; *) if [ -z "$best_peer" ] || (($(echo "${med[$v]} < ${med[$best_peer]}" | bc -l))); then best_peer=$v; fi;; esac
+done
+echo "== $pk packets ($TRACE), whole process, median of $REPS interleaved runs"
+printf '  %-14s %8s %8s  %s\n' meter seconds Mpps "${best_peer:+speed-up over $best_peer}"
+for v in "${VARS[@]}"; do
+  t=${med[$v]}
+  ratio=""
+  [ -n "$best_peer" ] && ratio=$(printf '%.2fx' "$(echo "${med[$best_peer]} / $t" | bc -l)")
+  printf '  %-14s %8.3f %8.2f  %s\n' "$v" "$t" "$(echo "$pk / $t / 1000000" | bc -l)" "$ratio"
+done
+echo "  (all runs, s:)"
+for v in "${VARS[@]}"; do printf '    %-14s %s\n' "$v" "${times[$v]}"; done

@@ -20,8 +20,10 @@
 #           reject -> Discard: one segment, where fusion should show most
 #           (CHEAP_MPKTS million packets, default 20).
 # Every part runs the variants side by side, interleaved (rep 1: a b c, rep 2:
-# b c a, ...): `--jit --jit-cpu x86-64-v3` (jit-v3), `--no-jit` (interp) and
-# `--jit --jit-cpu host` (jit-host); VARIANTS="jit-v3 interp" leaves one out.
+# b c a, ...): `--jit-wait --jit-cpu x86-64-v3` (jit-v3), `--no-jit` (interp) and
+# `--jit-wait --jit-cpu host` (jit-host); VARIANTS="jit-v3 interp" leaves one out.
+# (--jit-wait: every packet through the fused loop; plain --jit starts on the
+# interpreter while the loop compiles.)
 # Figures are the median of REPS runs (default 3).
 # BASE=path/to/an/older/sluice adds the variants base-v3 (`--jit --jit-cpu
 # x86-64-v3`) and base-interp (`--no-jit`) run with that binary, interleaved
@@ -82,8 +84,10 @@ num() { case $1 in *K) echo $((${1%K} * 1024));; *M) echo $((${1%M} * 1048576));
 field() { grep -o "\"$2\": [0-9.e-]*" "$1" | head -1 | awk '{print $2}'; }
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 flags() {
-  case $1 in jit-v3|base-v3) echo "--jit --jit-cpu x86-64-v3";; interp|base-interp) echo "--no-jit";;
-    jit-host) echo "--jit --jit-cpu host";; esac
+  # --jit-wait: the fused loop from the first packet (--jit starts on the
+  # interpreter); a BASE binary from before --jit-wait always waited
+  case $1 in jit-v3) echo "--jit-wait --jit-cpu x86-64-v3";; base-v3) echo "--jit --jit-cpu x86-64-v3";;
+    interp|base-interp) echo "--no-jit";; jit-host) echo "--jit-wait --jit-cpu host";; esac
 }
 binary() { case $1 in base-*) echo "$BASE";; *) echo "$SLUICE";; esac; }
 avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }

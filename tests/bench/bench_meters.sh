@@ -24,7 +24,10 @@
 # Reported: the median whole-process wall time of each, its packets per
 # second, and its time relative to the fastest peer (softflowd, nfpcapd):
 # a ratio > 1 means Sluice is that many times faster.
-# VARIANTS="sluice-jit softflowd" runs a subset.
+# VARIANTS="sluice-jit softflowd" runs a subset. BASE=path/to/an/older/sluice
+# adds base-jit and base-interp, the one-lane probe run by that binary
+# (`--jit`, `--no-jit`), interleaved with the others: a change measured side
+# by side.
 # These machines are shared and noisy: compare the figures of one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +36,8 @@ COPIES=${1:-42}
 REPS=${REPS:-5}
 CACHE=${BENCH_CACHE:-build/bench-cache}
 SRC=../shared/traces/ndpi_merged.pcap
-read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes softflowd nfpcapd}"
+BASE=${BASE:-}
+read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes softflowd nfpcapd${BASE:+ base-jit base-interp}}"
 if [ ! -f "$SRC" ]; then
   echo "skipped: $SRC is not there (the shared real traces)"; exit 0
 fi
@@ -73,6 +77,8 @@ run_variant() {
     sluice-jit) "$SLUICE" run -q --jit "$TMP/one.pipe";;
     sluice-interp) "$SLUICE" run -q --no-jit "$TMP/one.pipe";;
     sluice-2lanes) "$SLUICE" run -q --jit "$TMP/two.pipe";;
+    base-jit) "$BASE" run -q --jit "$TMP/one.pipe";;
+    base-interp) "$BASE" run -q --no-jit "$TMP/one.pipe";;
     softflowd) softflowd -r "$TRACE" -n 127.0.0.1:9 -v 9 -m 1000000 -d;;
     nfpcapd) rm -rf "$TMP/nf" && mkdir "$TMP/nf" && nfpcapd -r "$TRACE" -w "$TMP/nf";;
     *) echo "unknown variant $1" >&2; exit 2;;
@@ -84,7 +90,7 @@ secs() {
   local rc=0
   run_variant "$1" > "$TMP/out.txt" 2>&1 || rc=$?
   # sluice exits 3 when records were lost: here every record, to the closed port
-  if [ "$rc" != 0 ] && ! { [[ $1 == sluice-* ]] && [ "$rc" = 3 ]; }; then
+  if [ "$rc" != 0 ] && ! { [[ $1 == sluice-* || $1 == base-* ]] && [ "$rc" = 3 ]; }; then
     echo "$1 failed (exit $rc):" >&2; tail -5 "$TMP/out.txt" >&2; exit 1
   fi
   e=$(date +%s.%N)
@@ -105,7 +111,7 @@ declare -A med
 best_peer=""
 for v in "${VARS[@]}"; do
   med[$v]=$(echo "${times[$v]}" | median)
-  case $v in sluice-*) ;; *) if [ -z "$best_peer" ] || (($(echo "${med[$v]} < ${med[$best_peer]}" | bc -l))); then best_peer=$v; fi;; esac
+  case $v in sluice-* | base-*) ;; *) if [ -z "$best_peer" ] || (($(echo "${med[$v]} < ${med[$best_peer]}" | bc -l))); then best_peer=$v; fi;; esac
 done
 echo "== $pk packets ($TRACE), whole process, median of $REPS interleaved runs"
 printf '  %-14s %8s %8s  %s\n' meter seconds Mpps "${best_peer:+speed-up over $best_peer}"

@@ -90,7 +90,8 @@ void ProgramCache::forget_all_but(const std::vector<std::unique_ptr<SegmentRunne
 
 void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   if (!compiler_) return;
-  wait();
+  std::lock_guard lock(thread_mutex_);
+  if (thread_.joinable()) thread_.join();
   if (todo.empty()) return;
   thread_ = std::thread([this, todo] {
     compile_here(compiler_cpu_);

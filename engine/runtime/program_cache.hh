@@ -40,14 +40,16 @@ class ProgramCache {
   void compile_in_background(std::vector<SegmentRunner *> todo);
   // Waits for a background compilation (a reload is about to retire segments).
   void wait() {
+    std::lock_guard lock(thread_mutex_);
     if (thread_.joinable()) thread_.join();
   }
   // The run is over: a background compilation is cancelled (the segment
   // under way gives up at its compiler's next step; ProgramCompiler::compile)
   // and compiles no further segment.
   void finish() {
+    std::lock_guard lock(thread_mutex_);
     stopping_ = true;
-    wait();
+    if (thread_.joinable()) thread_.join();
     stopping_ = false;
   }
   // From a job on the segment thread that holds `e` (a handler write): its
@@ -84,6 +86,9 @@ class ProgramCache {
   std::vector<std::pair<const SegmentRunner *, std::unique_ptr<SegmentProgram>>> programs_;
   std::map<const SegmentRunner *, CompiledLoop> compiled_;
   std::map<const SegmentRunner *, uint64_t> config_epoch_;  // bumped by drop_compiled
+  // The compiling thread; started, joined and cancelled by any thread (the
+  // run's at its start and end, a reload's, a control handler's).
+  std::mutex thread_mutex_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
 };

@@ -40,7 +40,8 @@ std::vector<Line> run_probe(const std::string &dir, const std::string &mode, std
       "RSSSource(device \"pcap:" + kNdpi.string() + "\", queues 1) -> Timestamp -> TunnelDecap -> ServerNames"
       " -> ft :: FlowTable(capacity 256K, idle 1d, active 7d, direction bi) -> GCSlicer(table ft)"
       " -> FlowLog(\"" + dir + "/flows-" + mode + ".csv\", existing replace);\n");
-  Run r = run_sluice("run --" + mode + " " + cfg);
+  // --jit-wait: every packet through the fused loop, which this test proves
+  Run r = run_sluice("run --" + (mode == "jit" ? std::string("jit-wait") : mode) + " " + cfg);
   INFO(r.out);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("every packet accounted for") != std::string::npos);

@@ -55,6 +55,13 @@ struct Probe {
 
 Run ctl(const std::string &socket, const std::string &args) { return run_sluice("ctl --socket " + socket + " " + args); }
 
+// Where every thread of the probe is (gdb, where installed): said when a
+// reload does not answer, so that a rare stall can be told from a slow one.
+std::string thread_stacks(pid_t pid) {
+  if (!have_tool("gdb")) return "(no gdb to show the probe's threads)";
+  return run_cmd("timeout 60 gdb -p " + std::to_string(pid) + " -batch -ex 'thread apply all bt 16' 2>&1 | grep -E '^(Thread|#)'").out;
+}
+
 // The resident memory and the open descriptors of a process.
 uint64_t resident_kib(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -173,6 +180,7 @@ TEST_CASE("soak: 200 reloads under traffic: memory and descriptors flat, every r
     std::string file = write_file(dir + "/next.pipe", graph(i));
     Run r = ctl(socket, "reload " + file);
     INFO("reload " << i << ": " << r.out << read_file(probe.log));
+    if (r.status != 0 && r.out.find("no answer") != std::string::npos) FAIL_CHECK(thread_stacks(probe.pid));
     REQUIRE(r.status == 0);
     REQUIRE(r.out.find("applied") != std::string::npos);
     if (i == 20) {  // warm: every kind of replacement has happened at least twice

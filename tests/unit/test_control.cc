@@ -50,7 +50,7 @@ struct BackgroundProbe {
     pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      std::string cmd = "cd " SLUICE_SOURCE_DIR " && exec env " + env + " " SLUICE_BINARY " run " + args + " > " + log + " 2>&1";
+      std::string cmd = "cd " SLUICE_SOURCE_DIR " && exec env " + env + " " SLUICE_BINARY " run --jit-wait " + args + " > " + log + " 2>&1";
       execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
       _exit(127);
     }

@@ -215,7 +215,7 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   other.replace(other.find("seed 7"), 6, "seed 9");
   std::string other_source = test::write_file(dir + "/other.pipe", other);
 
-  test::Run started = test::run_cmd("cd " SLUICE_SOURCE_DIR " && (" SLUICE_BINARY " run -q " + a + " --control " + sock +
+  test::Run started = test::run_cmd("cd " SLUICE_SOURCE_DIR " && (" SLUICE_BINARY " run -q --jit-wait " + a + " --control " + sock +
                                     " --stats-json " + dir + "/s.json > " + dir + "/out.txt 2>&1 & echo $!)");
   int pid = std::stoi(started.out);
   for (int i = 0; i < 1200 && !std::filesystem::exists(sock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -174,28 +174,38 @@ class KafkaExporterRuntime final : public RuntimeElement {
                         .count());
   }
 
+  // The record is held pending while its messages are produced: waiting for
+  // room serves reports, and the first message's report must not end a
+  // record whose second message is still to come.
   void produce_record(const FlowRecord &r, uint64_t now_ns) {
     int directions = flow_json_directions(r);
     uint64_t id = ++records_;
+    pending_.emplace(id, Pending{1});  // the producer's hold
     for (int d = 0; d < directions; ++d) {
       message_.clear();
       append_flow_json(message_, r, d == 1, FlowJsonKeys::GoFlow2, fields_, optional_, {now_ns, sequence_ + 1});
       int lost = produce(message_, id);
       if (lost < 0) {
         ++sequence_;
-        auto [it, added] = pending_.try_emplace(id, Pending{0});
-        ++it->second.messages_left;
+        ++pending_.at(id).messages_left;
         continue;
       }
       ++delivery_errors_;
-      auto it = pending_.find(id);
-      if (it == pending_.end()) {  // nothing of it queued: lost now
-        counters.drops[lost].add(1);
-        return;
-      }
-      it->second.lost_reason = int8_t(lost);  // lost once its queued message is reported
-      return;
+      Pending &p = pending_.at(id);
+      if (p.lost_reason < 0) p.lost_reason = int8_t(lost);
+      break;
     }
+    release(pending_.find(id));
+  }
+
+  // One message of a record reported, or the producer's hold let go: the
+  // last one counts the record, exported or lost.
+  void release(std::unordered_map<uint64_t, Pending>::iterator it) {
+    Pending &p = it->second;
+    if (--p.messages_left) return;
+    if (p.lost_reason >= 0) counters.drops[p.lost_reason].add(1);
+    else counters.records_absorbed.add(1);
+    pending_.erase(it);
   }
 
   // Queues one message: -1, or the reason its record is lost. Never waits on
@@ -241,10 +251,7 @@ class KafkaExporterRuntime final : public RuntimeElement {
       ++delivered_;
       delivered_bytes_ += m->len;
     }
-    if (--p.messages_left) return;
-    if (p.lost_reason >= 0) counters.drops[p.lost_reason].add(1);
-    else counters.records_absorbed.add(1);
-    pending_.erase(it);
+    release(it);
   }
 
   static void on_error(rd_kafka_t *, int err, const char *reason, void *opaque) {

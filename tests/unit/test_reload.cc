@@ -275,13 +275,24 @@ TEST_CASE("reload: sluice ctl reload and SIGHUP on a running probe", "[reload][c
   CHECK(out.find("sluice: SIGHUP: reload " + a + ": reload plan:") != std::string::npos);
   CHECK(out.find("every packet accounted for") != std::string::npos);
   // A live lane drops what its ring cannot hold while its new table takes
-  // over the flows (counted as "ring full"); every other packet is in a record.
+  // over the flows (counted as "ring full"); every other packet is in a
+  // record. On a slow build (ThreadSanitizer) the shared FlowLog may not
+  // keep up with the records that leave after the pause: those are counted
+  // lost ("export queue full") and their packets missing from the file.
   std::string json = test::read_file(dir + "/s.json");
   size_t at = json.find("\"received\": "), dropped = json.find("\"dropped\": ");
+  size_t records_lost = json.find("\"lost\": ", json.find("\"records\": {"));
   REQUIRE(at != std::string::npos);
   REQUIRE(dropped != std::string::npos);
-  CHECK(packets_in_records(sorted_lines(test::read_file(log))) + std::stoull(json.substr(dropped + 11)) ==
-        std::stoull(json.substr(at + 12)));
+  REQUIRE(records_lost != std::string::npos);
+  uint64_t in_records = packets_in_records(sorted_lines(test::read_file(log)));
+  uint64_t accounted = in_records + std::stoull(json.substr(dropped + 11)), received = std::stoull(json.substr(at + 12));
+  if (std::stoull(json.substr(records_lost + 8)) == 0) {
+    CHECK(accounted == received);
+  } else {
+    CHECK(out.find("every record accounted for") != std::string::npos);
+    CHECK(accounted < received);
+  }
 }
 
 // The new graph's instances are prepared while every segment is stopped; if

@@ -237,6 +237,9 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
     attrs_map_.p = map_memory(attrs_map_.n, cfg.prefault);
     attrs_ = static_cast<Attrs *>(attrs_map_.p);
   }
+  used_map_.n = round_up((capacity_ + 63) / 64 * 8, 4096);
+  used_map_.p = map_memory(used_map_.n, cfg.prefault);
+  used_bits_ = static_cast<uint64_t *>(used_map_.p);
 
   // Fresh anonymous memory reads as zeros: empty buckets, never-used entries.
   entries_ = static_cast<Entry *>(entry_map_.p);
@@ -248,7 +251,7 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
 FlowCache::~FlowCache() = default;
 
 size_t FlowCache::bytes() const {
-  return entry_map_.n + bucket_map_.n + scratch_map_.n + attrs_map_.n + ext_map_.n;
+  return entry_map_.n + bucket_map_.n + scratch_map_.n + attrs_map_.n + ext_map_.n + used_map_.n;
 }
 
 void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
@@ -348,6 +351,7 @@ uint32_t FlowCache::alloc_slot() {
   } else {
     s = bump_++;
   }
+  used_bits_[s >> 6] |= uint64_t(1) << (s & 63);
   ++used_;
   return s;
 }
@@ -358,6 +362,7 @@ void FlowCache::release(uint32_t slot) {
   e.state = 0;
   e.home = free_head_;
   free_head_ = slot;
+  used_bits_[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
   --used_;
 }
 
@@ -865,17 +870,27 @@ size_t FlowCache::expire(uint64_t now_ns, size_t begin, size_t end, FlowRecord *
   if (now_ns > now_) now_ = now_ns;
   size_t n = 0;
   const size_t stop = std::min<size_t>(end, bump_);
-  size_t i = begin;
-  for (; i < stop; ++i) {
-    Entry &e = entries_[i];
-    if (!(e.state & kUsed)) continue;
-    if (n == max_out) break;
-    unsigned r = settle(e, out[n]);
-    if (r & kEmitted) ++n;
-    if (r & kGone) release(uint32_t(i));
+  // The slots in use, 64 to a word of used_bits_: a sparse table (a trace
+  // with gaps scans all of it often) costs a word per 64 slots, not a
+  // cache line per two.
+  for (size_t i = begin; i < stop;) {
+    size_t word = i >> 6, word_end = std::min(stop, (word + 1) << 6);
+    uint64_t bits = used_bits_[word] & (~uint64_t(0) << (i & 63));
+    if (word_end & 63) bits &= (uint64_t(1) << (word_end & 63)) - 1;
+    for (; bits; bits &= bits - 1) {
+      size_t slot = (word << 6) + size_t(__builtin_ctzll(bits));
+      if (n == max_out) {
+        *n_out = n;
+        return slot;
+      }
+      unsigned r = settle(entries_[slot], out[n]);
+      if (r & kEmitted) ++n;
+      if (r & kGone) release(uint32_t(slot));
+    }
+    i = word_end;
   }
   *n_out = n;
-  return i < stop ? i : std::max(begin, end);
+  return std::max(begin, end);
 }
 
 size_t FlowCache::flush(FlowRecord *out, size_t max_out, size_t *n_out) {

@@ -128,7 +128,8 @@
 //   over with the fresh record, as the counters. One more cache line per
 //   packet (prefetched with the entry).
 // * Memory: 128 + 16 = 144 bytes per flow of capacity (bytes()), 208 with
-//   optional fields, mapped once
+//   optional fields, and a bit per flow (the slots in use, for the expiry
+//   scan), mapped once
 //   (anonymous mmap, transparent huge pages advised); pages are touched on
 //   first use unless prefault is set. NUMA: pages land on the node of the
 //   thread that first touches them: construct (with prefault) or first use
@@ -348,6 +349,10 @@ class FlowCache {
   // without optional fields has no code for them.
   Mapping attrs_map_;
   Attrs *attrs_ = nullptr;
+  // A bit per entry slot, set while it holds a flow: the expiry scan reads
+  // these, not the entries. Set once, a JIT constant too.
+  Mapping used_map_;
+  uint64_t *used_bits_ = nullptr;
   size_t used_ = 0;
   // Not a JIT constant (after used_): the key stays out of emitted IR.
   FlowHashKey hash_key_;

@@ -22,10 +22,11 @@ uint64_t record_time_ns(int64_t sec, int64_t ns) {
 
 // What net_pcap puts in the mbuf for the same record: it opens the file at
 // microsecond precision (libpcap divides a nanosecond file's fraction by
-// 1000) and computes tv_sec * 1000000 + tv_usec in 64 bits, negative
+// 1000, signed: a fraction of 2^31 or more is negative in a file of our
+// byte order) and computes tv_sec * 1000000 + tv_usec in 64 bits, negative
 // seconds and all. Compared as they are, 2038 and later match too.
 uint64_t net_pcap_time_us(int64_t sec, int64_t ns) {
-  return uint64_t(sec) * 1000000ull + uint64_t(ns) / 1000;
+  return uint64_t(sec) * 1000000ull + uint64_t(ns / 1000);
 }
 
 }  // namespace sluice

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/packet/pcap_record.hh"
+#include "engine/packet/pcap_shadow_reader.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/packet.hh"
 
@@ -208,7 +208,6 @@ EthDevice::~EthDevice() {
     rte_eth_dev_close(p);
   }
   for (const std::string &v : vdevs_) rte_vdev_uninit(v.c_str());
-  if (shadow_) pcap_close(shadow_);
 }
 
 uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
@@ -238,8 +237,7 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
       done = true;
     }
     if (!done) return 0;
-    pcap_close(shadow_);
-    shadow_ = nullptr;
+    shadow_.reset();
     ++current_, empty_polls_ = 0;
   }
   *end = true;
@@ -265,32 +263,18 @@ void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
   }
 }
 
-// The shadow reader of a file, with a 64 KiB stdio buffer: with the default
-// one (the file system's block, 4 KiB) it made a read() per 4 KiB, as many
-// system calls as net_pcap's own reading. Not larger: with 1 MiB the copies
-// out of the kernel missed the caches, and a 3.2M-packet trace took 3.61 s
-// of cpu against 2.83 with 4 KiB and 2.76 with 64 KiB (medians of 5,
-// alternated, tests/bench/bench_meters.sh's one-lane probe).
-pcap_t *EthDevice::open_shadow(const std::string &file) {
-  char err[PCAP_ERRBUF_SIZE];
-  FILE *f = fopen(file.c_str(), "rb");
-  if (!f) throw std::runtime_error("device '" + spec_.text + "': cannot open " + file + ": " + strerror(errno));
-  // glibc takes the size only with a buffer of ours (it outlives the FILE: pcap_close closes it).
-  constexpr size_t kShadowBuffer = 64 << 10;
-  if (!shadow_buffer_) shadow_buffer_ = std::make_unique<char[]>(kShadowBuffer);
-  setvbuf(f, shadow_buffer_.get(), _IOFBF, kShadowBuffer);
-  pcap_t *p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, err);
-  if (!p) {
-    fclose(f);
-    throw std::runtime_error("device '" + spec_.text + "': " + err);
+std::unique_ptr<PcapShadowReader> EthDevice::open_shadow(const std::string &file) {
+  try {
+    return std::make_unique<PcapShadowReader>(file);
+  } catch (const std::runtime_error &e) {
+    throw std::runtime_error("device '" + spec_.text + "': " + e.what());
   }
-  return p;
 }
 
 // Reads the shadow's next record into record_ (held until used).
 bool EthDevice::next_shadow_record() {
   PcapRecord r;
-  if (!next_pcap_record(shadow_, r)) return false;
+  if (!shadow_->next(r)) return false;
   record_ = {r.ns, r.net_pcap_us, r.caplen, r.len};
   held_ = true;
   return true;

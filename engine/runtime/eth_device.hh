@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "engine/packet/packet_meta.hh"
+#include "engine/packet/pcap_shadow_reader.hh"
 #include "engine/runtime/counters.hh"
 
-struct pcap;  // libpcap's pcap_t
 
 namespace sluice {
 
@@ -75,7 +75,7 @@ class EthDevice {
   }
   void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
   bool next_shadow_record();
-  ::pcap *open_shadow(const std::string &file);
+  std::unique_ptr<PcapShadowReader> open_shadow(const std::string &file);
   // A record's time as the shadow reads it (nanosecond precision): in UNIX
   // ns, and as net_pcap stamps the mbuf with it.
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
@@ -101,11 +101,10 @@ class EthDevice {
   unsigned empty_polls_ = 0;
   int ts_offset_ = -1;
   uint64_t ts_flag_ = 0;
-  // pcap: the file being read is also read by libpcap, record for record,
-  // for what net_pcap drops: nanoseconds, the wire length, and which
+  // pcap: the record headers of the file being read, walked beside
+  // net_pcap, for what it drops: nanoseconds, the wire length, and which
   // records net_pcap read but lost for lack of buffers.
-  ::pcap *shadow_ = nullptr;
-  std::unique_ptr<char[]> shadow_buffer_;  // the shadow's stdio buffer
+  std::unique_ptr<PcapShadowReader> shadow_;
 };
 
 }  // namespace sluice

@@ -3,19 +3,47 @@
 // stamps, the link type becomes the parser's (as EthDevice does), each record
 // is taken by next_pcap_record (the shadow reader's per-record step) and its
 // bytes go through the packet parser with the record's wire length. Never a
-// crash, a read outside a record (ASan) or undefined behaviour (UBSan).
+// crash, a read outside a record (ASan) or undefined behaviour (UBSan). The
+// same bytes as a file, read by PcapShadowReader (two-page windows, so
+// records cross their edges), give the records libpcap gave, or it
+// refuses the file as libpcap did.
 #include <pcap/pcap.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "engine/packet/parse.hh"
 #include "engine/packet/pcap_record.hh"
+#include "engine/packet/pcap_shadow_reader.hh"
 
 using namespace sluice;
 
 static void check(bool ok) {
   if (!ok) __builtin_trap();
+}
+
+static void check_shadow_reader(const uint8_t *data, size_t size, const std::vector<PcapRecord> &want) {
+  int fd = memfd_create("fuzz.pcap", MFD_CLOEXEC);
+  if (fd < 0) return;
+  bool written = write(fd, data, size) == ssize_t(size);
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  if (written) {
+    PcapShadowReader reader(path, 8192);  // libpcap opened these bytes: so does the reader
+    PcapRecord r;
+    size_t n = 0;
+    for (; n < want.size() && reader.next(r); ++n) {
+      check(r.ns == want[n].ns && r.net_pcap_us == want[n].net_pcap_us);
+      check(r.caplen == want[n].caplen && r.len == want[n].len);
+    }
+    check(n == want.size());
+    if (want.size() < 100000) check(!reader.next(r));
+  }
+  close(fd);
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -30,7 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   LinkType link = LinkType(pcap_datalink(p));  // as EthDevice takes it
   PcapRecord r;
+  std::vector<PcapRecord> records;
   for (int n = 0; n < 100000 && next_pcap_record(p, r); ++n) {
+    records.push_back(r);
     check(r.data != nullptr || r.caplen == 0);
     PacketMeta m;
     ParseStatus s = parse_packet(r.data, r.caplen, link, m, r.len);
@@ -39,5 +69,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s == ParseStatus::Ok) check(m.payload_offset <= r.caplen);
   }
   pcap_close(p);  // closes f too
+  check_shadow_reader(data, size, records);
   return 0;
 }

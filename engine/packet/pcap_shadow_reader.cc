@@ -1,0 +1,163 @@
+#include "engine/packet/pcap_shadow_reader.hh"
+
+#include <fcntl.h>
+#include <pcap/pcap.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace sluice {
+
+namespace {
+
+constexpr uint32_t kMagicMicro = 0xa1b2c3d4, kMagicNano = 0xa1b23c4d;
+constexpr size_t kFileHeader = 24, kRecordHeader = 16;
+// libpcap's MAXIMUM_SNAPLEN: the snapshot of a file whose snaplen is 0 or
+// larger (a few link types allow more; their larger records go to libpcap).
+constexpr uint32_t kMaxSnapshot = 262144;
+
+uint32_t load32(const uint8_t *p, bool swapped) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return swapped ? __builtin_bswap32(v) : v;
+}
+uint16_t load16(const uint8_t *p, bool swapped) {
+  uint16_t v;
+  memcpy(&v, p, 2);
+  return swapped ? __builtin_bswap16(v) : v;
+}
+
+}  // namespace
+
+bool classic_pcap_format(const uint8_t *data, size_t size, ClassicPcapFormat &out) {
+  if (size < kFileHeader) return false;
+  uint32_t magic = load32(data, false);
+  out = ClassicPcapFormat{};
+  if (magic == kMagicMicro || magic == kMagicNano) {
+    out.swapped = false;
+  } else if (__builtin_bswap32(magic) == kMagicMicro || __builtin_bswap32(magic) == kMagicNano) {
+    out.swapped = true, magic = __builtin_bswap32(magic);
+  } else {
+    return false;  // pcapng, or a magic of the modified formats
+  }
+  out.nanoseconds = magic == kMagicNano;
+  // 2.4 only: libpcap swaps caplen and len in older files.
+  if (load16(data + 4, out.swapped) != 2 || load16(data + 6, out.swapped) != 4) return false;
+  uint32_t snaplen = load32(data + 16, out.swapped);
+  out.snapshot = snaplen == 0 || snaplen > kMaxSnapshot ? kMaxSnapshot : snaplen;
+  return true;
+}
+
+ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f, PcapRecord &out) {
+  // libpcap 1.10 reads the seconds and the fraction as signed 32 bits, but
+  // as unsigned in a file of the other byte order (its byte swap yields an
+  // unsigned value): 2038 and later, and fractions of 2^31 and more, give
+  // other times there. The same here, so that the times match net_pcap's.
+  uint32_t raw_sec = load32(hdr, f.swapped), raw_frac = load32(hdr + 4, f.swapped);
+  int64_t sec = f.swapped ? int64_t(raw_sec) : int64_t(int32_t(raw_sec));
+  int64_t frac = f.swapped ? int64_t(raw_frac) : int64_t(int32_t(raw_frac));
+  uint32_t caplen = load32(hdr + 8, f.swapped), len = load32(hdr + 12, f.swapped);
+  if (caplen > f.snapshot || caplen > len) return ClassicRecord::ToLibpcap;  // libpcap cuts or rejects these
+  // At nanosecond precision libpcap scales a microsecond fraction by 1000.
+  int64_t ns = f.nanoseconds ? frac : frac * 1000;
+  out = {record_time_ns(sec, ns), net_pcap_time_us(sec, ns), caplen, len, nullptr};
+  return ClassicRecord::Ok;
+}
+
+PcapShadowReader::PcapShadowReader(const std::string &file, size_t window) : file_(file) {
+  size_t page = size_t(sysconf(_SC_PAGESIZE));
+  // Two pages at least: a header that starts in a window's first page ends in it.
+  window_ = std::max(2 * page, (window + page - 1) / page * page);
+  fd_ = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
+  struct stat st;
+  if (fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+  uint8_t header[kFileHeader];
+  if (size_ >= kFileHeader && pread(fd_, header, kFileHeader, 0) == ssize_t(kFileHeader) &&
+      classic_pcap_format(header, kFileHeader, format_)) {
+    walking_ = true;
+    offset_ = kFileHeader;
+  } else {
+    to_libpcap();
+  }
+}
+
+PcapShadowReader::~PcapShadowReader() {
+  unmap();
+  if (pcap_) pcap_close(pcap_);
+  delete[] buffer_;
+  if (fd_ >= 0) close(fd_);
+}
+
+bool PcapShadowReader::next(PcapRecord &out) {
+  if (walking_) {
+    // A truncated header or body ends the file, as libpcap's read error does.
+    if (offset_ + kRecordHeader > size_) return walking_ = false;
+    if (offset_ + kRecordHeader > map_offset_ + map_len_ || offset_ < map_offset_) {
+      if (!map_at(offset_)) {
+        to_libpcap();
+        return next(out);
+      }
+    }
+    if (classic_pcap_record(map_ + (offset_ - map_offset_), format_, out) == ClassicRecord::ToLibpcap) {
+      to_libpcap();
+      return next(out);
+    }
+    uint64_t end = offset_ + kRecordHeader + out.caplen;
+    if (end > size_) return walking_ = false;
+    offset_ = end;
+    ++records_;
+    return true;
+  }
+  if (!pcap_ || !next_pcap_record(pcap_, out)) return false;
+  out.data = nullptr;  // as when walked: the shadow reads no packets
+  ++records_;
+  return true;
+}
+
+// Maps the window that starts at the page of `offset`.
+bool PcapShadowReader::map_at(uint64_t offset) {
+  unmap();
+  uint64_t start = offset & ~uint64_t(sysconf(_SC_PAGESIZE) - 1);
+  size_t len = size_t(std::min<uint64_t>(window_, size_ - start));
+  void *p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_, off_t(start));
+  if (p == MAP_FAILED) return false;
+  madvise(p, len, MADV_SEQUENTIAL);  // read ahead; the pages behind may go
+  map_ = static_cast<const uint8_t *>(p), map_offset_ = start, map_len_ = len;
+  return true;
+}
+
+void PcapShadowReader::unmap() {
+  if (map_) munmap(const_cast<uint8_t *>(map_), map_len_);
+  map_ = nullptr, map_offset_ = 0, map_len_ = 0;
+}
+
+// libpcap reads the file from the start; the records given so far are
+// skipped. With a 64 KiB stdio buffer: the default (the file system's block,
+// 4 KiB) made a read() per 4 KiB; 1 MiB measured slower (the copies out of
+// the kernel missed the caches).
+void PcapShadowReader::to_libpcap() {
+  walking_ = false;
+  unmap();
+  FILE *f = fopen(file_.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open " + file_ + ": " + strerror(errno));
+  constexpr size_t kBuffer = 64 << 10;
+  if (!buffer_) buffer_ = new char[kBuffer];
+  setvbuf(f, buffer_, _IOFBF, kBuffer);
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_ = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, err);
+  if (!pcap_) {
+    fclose(f);
+    throw std::runtime_error(err);
+  }
+  PcapRecord skipped;
+  for (uint64_t i = 0; i < records_; ++i)
+    if (!next_pcap_record(pcap_, skipped)) break;
+}
+
+}  // namespace sluice

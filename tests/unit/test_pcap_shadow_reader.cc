@@ -1,0 +1,229 @@
+// PcapShadowReader gives the records libpcap gives (time in ns, the time
+// net_pcap stamps, caplen, wire length), whether it walks the file's headers
+// itself or hands it to libpcap: on the real traces, on files of both byte
+// orders and both precisions, across the edges of its mapped windows, and on
+// files with records libpcap reads in its own way (cut to the snapshot
+// length, caplen above len, a truncated end, pcapng).
+#include <pcap/pcap.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/packet/pcap_shadow_reader.hh"
+#include "run_fixture.hh"
+
+using namespace sluice;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Seen {
+  uint64_t ns, net_pcap_us;
+  uint32_t caplen, len;
+  bool operator==(const Seen &) const = default;
+};
+
+std::ostream &operator<<(std::ostream &o, const Seen &s) {
+  return o << "{ns " << s.ns << ", us " << s.net_pcap_us << ", caplen " << s.caplen << ", len " << s.len << "}";
+}
+
+// Every record as libpcap reads it (the reader before PcapShadowReader).
+std::vector<Seen> by_libpcap(const std::string &path) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t *p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+  INFO(path << ": " << err);
+  REQUIRE(p);
+  std::vector<Seen> out;
+  PcapRecord r;
+  while (next_pcap_record(p, r)) out.push_back({r.ns, r.net_pcap_us, r.caplen, r.len});
+  pcap_close(p);
+  return out;
+}
+
+std::vector<Seen> by_shadow(const std::string &path, size_t window, bool *walked = nullptr) {
+  PcapShadowReader reader(path, window);
+  std::vector<Seen> out;
+  PcapRecord r;
+  bool all_walked = true;
+  while (reader.next(r)) {
+    CHECK(r.data == nullptr);
+    all_walked = all_walked && reader.walked();
+    out.push_back({r.ns, r.net_pcap_us, r.caplen, r.len});
+  }
+  if (walked) *walked = all_walked;
+  return out;
+}
+
+// A classic pcap file, header fields and records as given (in our byte
+// order, or swapped), records of `caplen` bytes of zeros each.
+struct RawRecord {
+  uint32_t sec, frac, caplen, len;
+};
+std::string write_raw(const std::string &path, uint32_t magic, uint16_t major, uint16_t minor, uint32_t snaplen,
+                      const std::vector<RawRecord> &records, bool swapped, size_t cut_end = 0) {
+  std::string bytes;
+  auto put32 = [&](uint32_t v) {
+    if (swapped) v = __builtin_bswap32(v);
+    bytes.append(reinterpret_cast<const char *>(&v), 4);
+  };
+  auto put16 = [&](uint16_t v) {
+    if (swapped) v = __builtin_bswap16(v);
+    bytes.append(reinterpret_cast<const char *>(&v), 2);
+  };
+  put32(magic), put16(major), put16(minor), put32(0), put32(0), put32(snaplen), put32(1 /* Ethernet */);
+  for (const RawRecord &r : records) {
+    put32(r.sec), put32(r.frac), put32(r.caplen), put32(r.len);
+    bytes.append(r.caplen, '\0');
+  }
+  bytes.resize(bytes.size() - std::min(cut_end, bytes.size()));
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::vector<RawRecord> many_records(size_t n) {
+  std::vector<RawRecord> out;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t caplen = uint32_t(40 + (i * 977) % 1400);
+    // times past 2038 too (libpcap reads the seconds as signed)
+    out.push_back({uint32_t(1'700'000'000u + i * 3'000'000u), uint32_t((i * 123457) % 999999), caplen,
+                   caplen + uint32_t(i % 3) * 100});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("pcap shadow reader: the real traces walked give libpcap's records", "[pcap]") {
+  fs::path traces = fs::path(SLUICE_SOURCE_DIR) / "../shared/traces";
+  if (!fs::exists(traces)) {
+    WARN("skipped: " << traces << " is not there (the shared real traces)");
+    return;
+  }
+  size_t files = 0;
+  for (const auto &e : fs::recursive_directory_iterator(traces)) {
+    std::string ext = e.path().extension();
+    if (ext != ".pcap" && ext != ".pcapng") continue;
+    INFO(e.path());
+    std::vector<Seen> want = by_libpcap(e.path());
+    bool walked = false;
+    // A window of one page: every record near a window's edge somewhere.
+    for (size_t window : {size_t(4096), size_t(32) << 20}) {
+      std::vector<Seen> got = by_shadow(e.path(), window, &walked);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO("record " << i);
+        REQUIRE(got[i] == want[i]);
+      }
+    }
+    CHECK(walked == (ext == ".pcap"));  // pcapng goes to libpcap
+    ++files;
+  }
+  CHECK(files >= 2);
+}
+
+TEST_CASE("pcap shadow reader: both byte orders, both precisions, records across window edges", "[pcap]") {
+  std::string dir = test::scratch("pcap-shadow", "formats");
+  std::vector<RawRecord> records = many_records(3000);
+  for (bool swapped : {false, true})
+    for (uint32_t magic : {0xa1b2c3d4u, 0xa1b23c4du}) {
+      std::string path = write_raw(dir + "/f.pcap", magic, 2, 4, 65535, records, swapped);
+      INFO("swapped " << swapped << " magic " << std::hex << magic);
+      std::vector<Seen> want = by_libpcap(path);
+      REQUIRE(want.size() == records.size());
+      for (size_t window : {size_t(4096), size_t(8192), size_t(1) << 20}) {
+        bool walked = false;
+        std::vector<Seen> got = by_shadow(path, window, &walked);
+        CHECK(walked);
+        REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          INFO("record " << i);
+          REQUIRE(got[i] == want[i]);
+        }
+      }
+    }
+}
+
+TEST_CASE("pcap shadow reader: records libpcap reads its own way go to libpcap, from that record on", "[pcap]") {
+  std::string dir = test::scratch("pcap-shadow", "handover");
+  std::vector<RawRecord> records = many_records(200);
+  SECTION("a record above the snapshot length (libpcap cuts it)") {
+    records[120].caplen = 2000, records[120].len = 2000;
+    std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 1500, records, false);
+    std::vector<Seen> want = by_libpcap(path);
+    REQUIRE(want.size() == 200);
+    CHECK(want[120].caplen == 1500);
+    CHECK(by_shadow(path, 4096) == want);
+  }
+  SECTION("caplen above len") {
+    records[50].len = records[50].caplen - 1;
+    std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, true);
+    CHECK(by_shadow(path, 4096) == by_libpcap(path));
+  }
+  SECTION("an older version (libpcap may swap caplen and len)") {
+    std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 2, 65535, records, false);
+    bool walked = true;
+    std::vector<Seen> got = by_shadow(path, 4096, &walked);
+    CHECK_FALSE(walked);
+    CHECK(got == by_libpcap(path));
+  }
+  SECTION("a file cut in a record's body, and in a record's header") {
+    for (size_t cut : {size_t(10), size_t(records.back().caplen + 5)}) {
+      std::string path = write_raw(dir + "/f.pcap", 0xa1b23c4du, 2, 4, 65535, records, false, cut);
+      std::vector<Seen> want = by_libpcap(path);
+      CHECK(want.size() == 199);
+      CHECK(by_shadow(path, 4096) == want);
+    }
+  }
+  SECTION("a file of its header alone") {
+    std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, {}, false);
+    CHECK(by_shadow(path, 4096).empty());
+  }
+}
+
+TEST_CASE("pcap shadow reader: a file that is not a trace is an error naming it", "[pcap]") {
+  std::string dir = test::scratch("pcap-shadow", "errors");
+  std::string path = test::write_file(dir + "/not.pcap", "this is not a capture file at all\n");
+  try {
+    PcapShadowReader r(path);
+    FAIL("no error");
+  } catch (const std::runtime_error &e) {
+    CHECK(std::string(e.what()).find("format") != std::string::npos);
+  }
+  CHECK_THROWS_WITH(PcapShadowReader(dir + "/absent.pcap"), Catch::Contains("absent.pcap"));
+}
+
+// net_pcap opens a file at microsecond precision and stamps an mbuf with
+// tv_sec * 1000000 + tv_usec: the shadow's net_pcap_us must be that, or its
+// record counts as lost. Fractions of 2^31 and more (garbage, but in real
+// files) are signed in a file of our byte order and unsigned in the other;
+// a nanosecond fraction is divided as a signed number (found by fuzz_pcap).
+TEST_CASE("pcap shadow reader: the time net_pcap stamps, for any seconds and fraction", "[pcap]") {
+  std::string dir = test::scratch("pcap-shadow", "net-pcap-time");
+  std::vector<RawRecord> records = {{0x90000000u, 3970343532u, 60, 60}, {0x7fffffffu, 999999999u, 60, 60},
+                                    {1700000000u, 0x80000000u, 60, 60}, {0xffffffffu, 0xffffffffu, 60, 60},
+                                    {1, 1, 60, 60}};
+  for (bool swapped : {false, true})
+    for (uint32_t magic : {0xa1b2c3d4u, 0xa1b23c4du}) {
+      INFO("swapped " << swapped << " magic " << std::hex << magic);
+      std::string path = write_raw(dir + "/f.pcap", magic, 2, 4, 65535, records, swapped);
+      char err[PCAP_ERRBUF_SIZE];
+      pcap_t *p = pcap_open_offline(path.c_str(), err);  // as net_pcap opens it
+      REQUIRE(p);
+      std::vector<uint64_t> net_pcap;
+      pcap_pkthdr *h;
+      const u_char *d;
+      while (pcap_next_ex(p, &h, &d) == 1) net_pcap.push_back(uint64_t(h->ts.tv_sec) * 1000000 + uint64_t(h->ts.tv_usec));
+      pcap_close(p);
+      std::vector<Seen> walked = by_shadow(path, 4096), read = by_libpcap(path);
+      REQUIRE(walked.size() == records.size());
+      CHECK(walked == read);
+      for (size_t i = 0; i < records.size(); ++i) {
+        INFO("record " << i);
+        CHECK(walked[i].net_pcap_us == net_pcap[i]);
+      }
+    }
+}

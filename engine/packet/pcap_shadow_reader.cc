@@ -48,6 +48,14 @@ bool classic_pcap_format(const uint8_t *data, size_t size, ClassicPcapFormat &ou
   out.nanoseconds = magic == kMagicNano;
   // 2.4 only: libpcap swaps caplen and len in older files.
   if (load16(data + 4, out.swapped) != 2 || load16(data + 6, out.swapped) != 4) return false;
+  // Link types the parser knows, without FCS bits: libpcap changes the
+  // headers of some others (the length of Linux USB mmapped captures).
+  switch (load32(data + 20, out.swapped)) {
+    case 0: case 1: case 9: case 12: case 14: case 101: case 108: case 113: case 228: case 229: case 239: case 276:
+      break;
+    default:
+      return false;
+  }
   uint32_t snaplen = load32(data + 16, out.swapped);
   out.snapshot = snaplen == 0 || snaplen > kMaxSnapshot ? kMaxSnapshot : snaplen;
   return true;

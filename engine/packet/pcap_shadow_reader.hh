@@ -5,11 +5,11 @@
 // (PcapRecord, without data).
 //
 // A classic pcap file (magic a1b2c3d4 or a1b23c4d, either byte order,
-// version 2.4) is walked header to header through a read-only mapping, in
+// version 2.4, a link type the packet parser knows) is walked header to header through a read-only mapping, in
 // windows: nothing of the packets is copied, where reading the file a second
 // time through libpcap copied all of it out of the kernel again (a 1 GB
 // trace: about a third of a one-lane probe's time). Anything else
-// (pcapng, older versions, other magics) and any record libpcap would read
+// (pcapng, older versions, other magics and link types) and any record libpcap would read
 // differently (caplen above the file's snapshot length or above len) goes
 // to libpcap from that record on, so the records are always libpcap's.
 #pragma once

@@ -60,7 +60,9 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
                .def("1500")
                .range(576, 9000)
                .describe("Largest packet an export message may fill, IP and transport headers included; "
-                         "records are packed into messages up to this size."))
+                         "records are packed into messages up to this size. Records wait until 128 have come, "
+                         "or for 20 ms at most, so that messages leave full rather than one per batch of "
+                         "records."))
       .arg(ArgSpec::rate("rate", RateUnit::Bits)
                .def(kDefaultRate)
                .range(64e3, 100e9)
@@ -86,7 +88,7 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
       .handler("sent_bytes", "Bytes of messages sent.", &ExporterBase::sent_bytes)
       .handler("errors", "Send errors.", &ExporterBase::errors)
       .handler("connections", "Connections made (TCP; 1 for UDP).", &ExporterBase::connections)
-      .handler("queued", "Flow records in messages waiting to be sent.", &ExporterBase::queued)
+      .handler("queued", "Flow records waiting to be encoded or, in messages, to be sent.", &ExporterBase::queued)
       .handler("sampling_interval",
                "The sampling interval N (1 packet in N) sent in the sampling options record; 0 when the "
                "flows are not sampled.",
@@ -96,7 +98,7 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
       .metric(MetricSpec::counter("exporter_bytes_total", "Bytes of messages sent to the collector."))
       .metric(MetricSpec::counter("exporter_send_errors_total", "Messages the socket refused."))
       .metric(MetricSpec::counter("exporter_connections_total", "Connections to the collector (TCP; 1 for UDP)."))
-      .metric(MetricSpec::gauge("exporter_queued_records", "Flow records in messages waiting to be sent."))
+      .metric(MetricSpec::gauge("exporter_queued_records", "Flow records waiting to be encoded or, in messages, to be sent."))
       .metric(MetricSpec::gauge("exporter_queued_bytes", "Bytes of messages waiting to be sent."))
       .input(PortSpec::flows("in").many().describe("Flow records to export; takes any number of connections."));
 }
@@ -104,6 +106,10 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
 namespace {
 uint32_t export_time() { return uint32_t(time(nullptr)); }
 constexpr uint64_t kTcpDrainNs = 2'000'000'000ull;
+// Records held before they are encoded: enough for several full messages
+// (a 1500-octet message holds 12 to 25 records), for at most 20 ms.
+constexpr size_t kHoldRecords = 128;
+constexpr uint64_t kHoldNs = 20'000'000ull;
 }  // namespace
 
 ExporterBase::ExporterBase(const Node &n, RunContext &c, bool tcp, std::string domain_arg)
@@ -179,6 +185,7 @@ void ExporterBase::find_sampling() {
 
 void ExporterBase::tick() {
   uint64_t now = mono_ns();
+  if (!held_.empty() && now - held_since_ns_ >= kHoldNs) encode_held();
   link_->poll(now);
   if (link_->take_new_connection()) {
     // A new TCP connection (or the first UDP use) gets the templates first,
@@ -272,24 +279,38 @@ void ExporterBase::push_flows(int, FlowBatch &batch) {
     batch.count = 0;
     return;
   }
+  if (held_.empty()) held_since_ns_ = mono_ns();
+  held_.insert(held_.end(), batch.recs, batch.recs + batch.count);
+  batch.count = 0;
+  if (held_.size() >= kHoldRecords) encode_held();
+}
+
+void ExporterBase::encode_held() {
+  if (held_.empty()) return;
+  if (!link_->accepting()) {
+    counters.drops[unreachable_].add(held_.size());
+    held_.clear();
+    return;
+  }
   uint32_t now_s = export_time();
   if (encoders_.size() == 1) {
-    encode(*encoders_[0], batch.recs, batch.count, now_s);
+    encode(*encoders_[0], held_.data(), held_.size(), now_s);
   } else {
     // A shared exporter with a domain per lane: each lane's records in
-    // messages of their own (a batch usually comes from one lane).
-    for (size_t i = 0; i < batch.count; ++i) by_lane_[batch.recs[i].lane % by_lane_.size()].push_back(batch.recs[i]);
+    // messages of their own.
+    for (const FlowRecord &r : held_) by_lane_[r.lane % by_lane_.size()].push_back(r);
     for (size_t l = 0; l < by_lane_.size(); ++l) {
       if (by_lane_[l].empty()) continue;
       encode(*encoders_[l], by_lane_[l].data(), by_lane_[l].size(), now_s);
       by_lane_[l].clear();
     }
   }
+  held_.clear();
   settle();
-  batch.count = 0;
 }
 
 void ExporterBase::flush() {
+  encode_held();
   uint64_t now = mono_ns();
   link_->poll(now);
   settle();
@@ -307,7 +328,9 @@ bool ExporterBase::drain_pending(uint64_t now_ns) {
 
 void ExporterBase::abandon_pending(const char *why) {
   settle();
-  if (uint64_t n = link_->abandon()) counters.drops[counters.reason(why, true)].add(n);
+  uint64_t n = link_->abandon() + held_.size();
+  held_.clear();
+  if (n) counters.drops[counters.reason(why, true)].add(n);
 }
 
 std::string ExporterBase::collector() const { return link_->describe(); }
@@ -315,7 +338,7 @@ uint64_t ExporterBase::messages() const { return link_->messages(); }
 uint64_t ExporterBase::sent_bytes() const { return link_->bytes(); }
 uint64_t ExporterBase::errors() const { return link_->errors(); }
 uint64_t ExporterBase::connections() const { return link_->connects(); }
-uint64_t ExporterBase::queued() const { return link_->queued_records(); }
+uint64_t ExporterBase::queued() const { return link_->queued_records() + held_.size(); }
 
 void ExporterBase::report_metrics(ElementMetrics &out) const {
   out.counter("exporter_records_total", double(counters.records_absorbed.get()));
@@ -323,7 +346,7 @@ void ExporterBase::report_metrics(ElementMetrics &out) const {
   out.counter("exporter_bytes_total", double(link_->bytes()));
   out.counter("exporter_send_errors_total", double(link_->errors()));
   out.counter("exporter_connections_total", double(link_->connects()));
-  out.gauge("exporter_queued_records", double(link_->queued_records()));
+  out.gauge("exporter_queued_records", double(link_->queued_records() + held_.size()));
   out.gauge("exporter_queued_bytes", double(link_->queued_bytes()));
 }
 

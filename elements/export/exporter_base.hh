@@ -85,6 +85,7 @@ class ExporterBase : public RuntimeElement {
   // Options records (with their templates when `templates`) in every domain.
   void send_options(bool templates);
   void encode(FlowEncoder &encoder, const FlowRecord *recs, size_t n, uint32_t now_s);
+  void encode_held();  // the records held, into messages
   void send_all(flow_export::Messages &msgs, const std::vector<uint32_t> &records);
   void settle();
   void wait_for_room(size_t bytes);
@@ -96,6 +97,11 @@ class ExporterBase : public RuntimeElement {
   // shared, else the instance's one.
   std::vector<std::unique_ptr<FlowEncoder>> encoders_;
   std::vector<std::vector<FlowRecord>> by_lane_;  // a mixed batch split per lane
+  // Records wait here until there are enough to fill messages, or for at
+  // most kHoldNs: each batch encoded alone left its last message part
+  // empty (a trace probe sent 50,676 datagrams of 736 octets on average).
+  std::vector<FlowRecord> held_;
+  uint64_t held_since_ns_ = 0;
   uint64_t rate_bps_ = 0;
   uint64_t refresh_ns_ = 0, next_refresh_ = 0;
   uint64_t drain_deadline_ns_ = 0;  // set by flush()

@@ -7,7 +7,10 @@
 # The trace: ../shared/traces/ndpi_merged.pcap (real captures, see its
 # README) laid end to end COPIES times, each copy shifted by 50,000 s of
 # trace time so every flow of a copy has ended before the next begins
-# (editcap -t, mergecap -a). Made once into $BENCH_CACHE (default
+# (editcap -t, mergecap -a), and (DISTINCT=1, the default) each copy's
+# addresses XORed with a key of its own (distinct_copy.py), so that a meter
+# that never times a flow out still sees each copy's flows as new ones.
+# DISTINCT=0: the copies keep their addresses. Made once into $BENCH_CACHE (default
 # build/bench-cache); the first run reads it from disk, so each meter runs
 # once unmeasured first, then REPS (default 5) times interleaved
 # (rep 1: a b c ..., rep 2: b c ... a): the page cache holds the file.
@@ -20,14 +23,15 @@
 #                  Timestamp -> Filter -> FlowTable -> GCSlicer -> IPFIXExporter, --jit
 #   sluice-interp  the same, --no-jit
 #   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
-#   softflowd      softflowd -r FILE (Debian's), NetFlow v9 to the closed port
+#   softflowd      softflowd -r FILE (Debian's), NetFlow v9 to the bound socket
 #   nfpcapd        nfdump's nfpcapd -r FILE, flows to nfcapd files
 # Reported: the median whole-process wall time of each, its packets per
 # second, its time relative to the fastest peer (softflowd, nfpcapd): a
 # ratio > 1 means Sluice is that many times faster; and the flow records each
 # exported (the first run's): the work differs. softflowd expires flows on
 # wall-clock time only (its `expint`), so reading a file it never times a
-# flow out: the copies' flows merge into flows lasting a million seconds.
+# flow out: with DISTINCT=0 the copies' flows merge into flows lasting a
+# million seconds; with distinct copies it holds every flow to the end.
 # VARIANTS="sluice-jit softflowd" runs a subset. BASE=path/to/an/older/sluice
 # adds base-jit and base-interp, the one-lane probe run by that binary
 # (`--jit`, `--no-jit`), interleaved with the others: a change measured side
@@ -59,12 +63,16 @@ SINK=$!
 for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
 PORT=$(cat "$TMP/port")
 mkdir -p "$CACHE"
-TRACE=$CACHE/ndpi_x$COPIES.pcap
+DISTINCT=${DISTINCT:-1}
+TRACE=$CACHE/ndpi_x$COPIES$([ "$DISTINCT" = 1 ] && echo _distinct).pcap
 if [ ! -f "$TRACE" ]; then
   echo "== making $TRACE ($COPIES copies of $SRC)"
   parts=()
   for ((i = 0; i < COPIES; i++)); do
     editcap -t $((i * 50000)) "$SRC" "$TMP/part$i.pcap"
+    if [ "$DISTINCT" = 1 ] && ((i > 0)); then
+      python3 tests/bench/distinct_copy.py "$TMP/part$i.pcap" "$TMP/part$i.pcap" $(((i * 2654435761) & 0xffffffff))
+    fi
     parts+=("$TMP/part$i.pcap")
   done
   mergecap -a -F pcap -w "$TRACE.tmp" "${parts[@]}"

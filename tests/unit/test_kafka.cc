@@ -282,15 +282,15 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
     WARN("skipped: " << broker.why_not());
     return;
   }
-  // Paced (live-like) traffic for about 16 s over 2 lanes, an exporter on
+  // Paced (live-like) traffic for about 25 s over 2 lanes, an exporter on
   // each lane, short timeouts: records leave all through the run. A message
   // unacknowledged for 2 s is lost.
   TrafficConfig tc;
-  tc.flows = 1500, tc.new_flows_per_s = 500, tc.duration_ns = 12'000'000'000ull, tc.seed = 9;
+  tc.flows = 1500, tc.new_flows_per_s = 500, tc.duration_ns = 20'000'000'000ull, tc.seed = 9;
   tc.ipv6 = 0.3, tc.udp = 0.3, tc.lanes = 2;
   std::string cfg = write_file(
       dir + "/p.pipe",
-      "TrafficGen(flows 1500, new_flows_per_s 500, duration 12s, seed 9, ipv6 0.3, udp 0.3, queues 2, rate 5Kpps)\n"
+      "TrafficGen(flows 1500, new_flows_per_s 500, duration 20s, seed 9, ipv6 0.3, udp 0.3, queues 2, rate 5Kpps)\n"
       " -> Timestamp(clock pcap) -> Ring(capacity 4K) -> ft :: FlowTable(capacity 64K, idle 200ms, active 1s, direction bi)"
       " -> GCSlicer(table ft, period 20ms, slices 4)"
       " -> exp :: KafkaExporter(\"" + broker.address() + "\", topic outage, timeout 2s), log;\n"
@@ -299,7 +299,8 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
   auto began = std::chrono::steady_clock::now();
   std::thread run([&] { r = run_sluice("run -q " + cfg + " --stats-json " + dir + "/stats.json"); });
   // Down from 2 s until it is up again (started at 4 s, it takes 4 to 10 s
-  // on a loaded machine): longer than the timeout.
+  // on a loaded machine, 11 s once in a CI simulation beside another test
+  // run): longer than the timeout.
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   broker.stop();
   std::this_thread::sleep_for(std::chrono::milliseconds(2000));
@@ -312,7 +313,7 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
   double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   INFO(r.out);
   INFO("broker back after " << back_after_s << " s, run took " << run_s << " s");
-  REQUIRE(back_after_s < 13);  // it came back while the traffic still ran
+  REQUIRE(back_after_s < 20);  // it came back while the traffic still ran
   std::string json = read_file(dir + "/stats.json");
 
   // The lanes took every packet: none dropped anywhere, every one in a record.
@@ -323,8 +324,8 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
   CHECK(logged_packets == truth.packets);
   CHECK(r.out.find("accounting: received " + std::to_string(truth.packets) + " + copies 0 = absorbed " +
                    std::to_string(truth.packets) + " + dropped 0: every packet accounted for") != std::string::npos);
-  // On time: the traffic's 16 s, the end-of-run drain (5 s at most), slack for a loaded machine.
-  CHECK(run_s < 30);
+  // On time: the traffic's 25 s, the end-of-run drain (5 s at most), slack for a loaded machine.
+  CHECK(run_s < 40);
 
   // Losses counted by reason, every record accounted for.
   uint64_t in = 0, exported = 0, timed_out = 0, other_losses = 0;
@@ -334,7 +335,7 @@ TEST_CASE("kafka: a broker killed and restarted during a live run: losses counte
     for (const char *reason : {"export queue full", "delivery failed", "not sent before the end"})
       other_losses += stat(json, exp, reason);
   }
-  CHECK(in > 3000);
+  CHECK(in > 5000);
   CHECK(timed_out > 0);
   CHECK(exported > 0);
   CHECK(in == exported + timed_out + other_losses);

@@ -69,7 +69,7 @@ if [ ! -f "$TRACE" ]; then
   echo "== making $TRACE ($COPIES copies of $SRC)"
   parts=()
   for ((i = 0; i < COPIES; i++)); do
-    editcap -t $((i * 50000)) "$SRC" "$TMP/part$i.pcap"
+    editcap -F pcap -t $((i * 50000)) "$SRC" "$TMP/part$i.pcap"
     if [ "$DISTINCT" = 1 ] && ((i > 0)); then
       python3 tests/bench/distinct_copy.py "$TMP/part$i.pcap" "$TMP/part$i.pcap" $(((i * 2654435761) & 0xffffffff))
     fi

@@ -90,30 +90,39 @@ PcapShadowReader::PcapShadowReader(const std::string &file, size_t window) : fil
       classic_pcap_format(header, kFileHeader, format_)) {
     walking_ = true;
     offset_ = kFileHeader;
-  } else {
+    return;
+  }
+  try {
     to_libpcap();
+  } catch (...) {  // no destructor runs for a constructor that throws
+    release();
+    throw;
   }
 }
 
-PcapShadowReader::~PcapShadowReader() {
+PcapShadowReader::~PcapShadowReader() { release(); }
+
+void PcapShadowReader::release() {
   unmap();
   if (pcap_) pcap_close(pcap_);
+  pcap_ = nullptr;
   delete[] buffer_;
+  buffer_ = nullptr;
   if (fd_ >= 0) close(fd_);
+  fd_ = -1;
 }
 
 bool PcapShadowReader::next(PcapRecord &out) {
   if (walking_) {
     // A truncated header or body ends the file, as libpcap's read error does.
     if (offset_ + kRecordHeader > size_) return walking_ = false;
-    if (offset_ + kRecordHeader > map_offset_ + map_len_ || offset_ < map_offset_) {
-      if (!map_at(offset_)) {
+    bool handover = (offset_ + kRecordHeader > map_offset_ + map_len_ || offset_ < map_offset_) && !map_at(offset_);
+    if (handover || classic_pcap_record(map_ + (offset_ - map_offset_), format_, out) == ClassicRecord::ToLibpcap) {
+      try {
         to_libpcap();
-        return next(out);
+      } catch (const std::runtime_error &) {
+        return false;  // the file ends here for the shadow; net_pcap's packets keep their own times
       }
-    }
-    if (classic_pcap_record(map_ + (offset_ - map_offset_), format_, out) == ClassicRecord::ToLibpcap) {
-      to_libpcap();
       return next(out);
     }
     uint64_t end = offset_ + kRecordHeader + out.caplen;
@@ -145,15 +154,21 @@ void PcapShadowReader::unmap() {
   map_ = nullptr, map_offset_ = 0, map_len_ = 0;
 }
 
-// libpcap reads the file from the start; the records given so far are
-// skipped. With a 64 KiB stdio buffer: the default (the file system's block,
-// 4 KiB) made a read() per 4 KiB; 1 MiB measured slower (the copies out of
-// the kernel missed the caches).
+// libpcap reads the file from the start, through a descriptor of the one
+// opened (the file may have been renamed or removed since); the records
+// given so far are skipped. With a 64 KiB stdio buffer: the default (the
+// file system's block, 4 KiB) made a read() per 4 KiB; 1 MiB measured slower
+// (the copies out of the kernel missed the caches).
 void PcapShadowReader::to_libpcap() {
   walking_ = false;
   unmap();
-  FILE *f = fopen(file_.c_str(), "rb");
-  if (!f) throw std::runtime_error("cannot open " + file_ + ": " + strerror(errno));
+  int fd = dup(fd_);
+  FILE *f = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? nullptr : fdopen(fd, "rb");
+  if (!f) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot read " + file_ + ": " + strerror(e));
+  }
   constexpr size_t kBuffer = 64 << 10;
   if (!buffer_) buffer_ = new char[kBuffer];
   setvbuf(f, buffer_, _IOFBF, kBuffer);

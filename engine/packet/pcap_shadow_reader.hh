@@ -60,6 +60,7 @@ class PcapShadowReader {
   bool map_at(uint64_t offset);
   void unmap();
   void to_libpcap();  // libpcap reads on from record number records_
+  void release();     // everything held: mapping, libpcap, buffer, descriptor
 
   std::string file_;
   int fd_ = -1;

@@ -81,42 +81,34 @@ PcapShadowReader::PcapShadowReader(const std::string &file, size_t window) : fil
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   // Two pages at least: a header that starts in a window's first page ends in it.
   window_ = std::max(2 * page, (window + page - 1) / page * page);
-  fd_ = open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
+  fd_.fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_.fd < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
   struct stat st;
-  if (fstat(fd_, &st) == 0 && S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+  if (fstat(fd_.fd, &st) == 0 && S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
   uint8_t header[kFileHeader];
-  if (size_ >= kFileHeader && pread(fd_, header, kFileHeader, 0) == ssize_t(kFileHeader) &&
+  if (size_ >= kFileHeader && pread(fd_.fd, header, kFileHeader, 0) == ssize_t(kFileHeader) &&
       classic_pcap_format(header, kFileHeader, format_)) {
     walking_ = true;
     offset_ = kFileHeader;
-    return;
-  }
-  try {
+  } else {
     to_libpcap();
-  } catch (...) {  // no destructor runs for a constructor that throws
-    release();
-    throw;
   }
 }
 
-PcapShadowReader::~PcapShadowReader() { release(); }
-
-void PcapShadowReader::release() {
+PcapShadowReader::~PcapShadowReader() {
   unmap();
-  if (pcap_) pcap_close(pcap_);
-  pcap_ = nullptr;
-  delete[] buffer_;
-  buffer_ = nullptr;
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  if (pcap_) pcap_close(pcap_);  // before buffer_ goes
+}
+
+PcapShadowReader::Descriptor::~Descriptor() {
+  if (fd >= 0) close(fd);
 }
 
 bool PcapShadowReader::next(PcapRecord &out) {
   if (walking_) {
     // A truncated header or body ends the file, as libpcap's read error does.
     if (offset_ + kRecordHeader > size_) return walking_ = false;
-    bool handover = (offset_ + kRecordHeader > map_offset_ + map_len_ || offset_ < map_offset_) && !map_at(offset_);
+    bool handover = offset_ + kRecordHeader > map_offset_ + map_len_ && !map_at(offset_);
     if (handover || classic_pcap_record(map_ + (offset_ - map_offset_), format_, out) == ClassicRecord::ToLibpcap) {
       try {
         to_libpcap();
@@ -142,7 +134,7 @@ bool PcapShadowReader::map_at(uint64_t offset) {
   unmap();
   uint64_t start = offset & ~uint64_t(sysconf(_SC_PAGESIZE) - 1);
   size_t len = size_t(std::min<uint64_t>(window_, size_ - start));
-  void *p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_, off_t(start));
+  void *p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_.fd, off_t(start));
   if (p == MAP_FAILED) return false;
   madvise(p, len, MADV_SEQUENTIAL);  // read ahead; the pages behind may go
   map_ = static_cast<const uint8_t *>(p), map_offset_ = start, map_len_ = len;
@@ -162,7 +154,7 @@ void PcapShadowReader::unmap() {
 void PcapShadowReader::to_libpcap() {
   walking_ = false;
   unmap();
-  int fd = dup(fd_);
+  int fd = dup(fd_.fd);
   FILE *f = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? nullptr : fdopen(fd, "rb");
   if (!f) {
     int e = errno;
@@ -170,8 +162,8 @@ void PcapShadowReader::to_libpcap() {
     throw std::runtime_error("cannot read " + file_ + ": " + strerror(e));
   }
   constexpr size_t kBuffer = 64 << 10;
-  if (!buffer_) buffer_ = new char[kBuffer];
-  setvbuf(f, buffer_, _IOFBF, kBuffer);
+  if (!buffer_) buffer_ = std::make_unique<char[]>(kBuffer);
+  setvbuf(f, buffer_.get(), _IOFBF, kBuffer);
   char err[PCAP_ERRBUF_SIZE];
   pcap_ = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, err);
   if (!pcap_) {

@@ -5,16 +5,17 @@
 // (PcapRecord, without data).
 //
 // A classic pcap file (magic a1b2c3d4 or a1b23c4d, either byte order,
-// version 2.4, a link type the packet parser knows) is walked header to header through a read-only mapping, in
-// windows: nothing of the packets is copied, where reading the file a second
-// time through libpcap copied all of it out of the kernel again (a 1 GB
-// trace: about a third of a one-lane probe's time). Anything else
-// (pcapng, older versions, other magics and link types) and any record libpcap would read
-// differently (caplen above the file's snapshot length or above len) goes
-// to libpcap from that record on, so the records are always libpcap's.
+// version 2.4, a link type the packet parser knows) is walked header to
+// header through a read-only mapping, in windows: nothing of the packets is
+// copied, where reading the file a second time through libpcap copied all of
+// it out of the kernel again. Anything else (pcapng, older versions, other
+// magics and link types) and any record libpcap would read differently
+// (caplen above the file's snapshot length or above len) goes to libpcap
+// from that record on, so the records are always libpcap's.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/packet/pcap_record.hh"
@@ -60,10 +61,13 @@ class PcapShadowReader {
   bool map_at(uint64_t offset);
   void unmap();
   void to_libpcap();  // libpcap reads on from record number records_
-  void release();     // everything held: mapping, libpcap, buffer, descriptor
 
+  struct Descriptor {  // closed with the reader, also when its constructor throws
+    int fd = -1;
+    ~Descriptor();
+  };
   std::string file_;
-  int fd_ = -1;
+  Descriptor fd_;
   uint64_t size_ = 0;
   size_t window_;
   ClassicPcapFormat format_;
@@ -73,8 +77,8 @@ class PcapShadowReader {
   const uint8_t *map_ = nullptr;  // the window [map_offset_, map_offset_ + map_len_)
   uint64_t map_offset_ = 0;
   size_t map_len_ = 0;
+  std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)
   ::pcap *pcap_ = nullptr;
-  char *buffer_ = nullptr;  // libpcap's stdio buffer (outlives its FILE)
 };
 
 }  // namespace sluice

@@ -273,11 +273,7 @@ std::unique_ptr<PcapShadowReader> EthDevice::open_shadow(const std::string &file
 
 // Reads the shadow's next record into record_ (held until used).
 bool EthDevice::next_shadow_record() {
-  PcapRecord r;
-  if (!shadow_->next(r)) return false;
-  record_ = {r.ns, r.net_pcap_us, r.caplen, r.len};
-  held_ = true;
-  return true;
+  return held_ = shadow_->next(record_);
 }
 
 std::vector<EthDevice::PortStats> EthDevice::port_stats() const {

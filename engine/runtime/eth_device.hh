@@ -17,7 +17,6 @@
 #include "engine/packet/pcap_shadow_reader.hh"
 #include "engine/runtime/counters.hh"
 
-
 namespace sluice {
 
 struct DeviceSpec {
@@ -76,8 +75,6 @@ class EthDevice {
   void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
   bool next_shadow_record();
   std::unique_ptr<PcapShadowReader> open_shadow(const std::string &file);
-  // A record's time as the shadow reads it (nanosecond precision): in UNIX
-  // ns, and as net_pcap stamps the mbuf with it.
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -92,11 +89,7 @@ class EthDevice {
   std::vector<std::string> vdevs_;     // to remove at the end
   size_t current_ = 0;                 // pcap: the file being read
   Counter lost_;                       // pcap: packets read but lost for lack of buffers (any lane reads)
-  struct Record {
-    uint64_t ns;           // UNIX ns
-    uint64_t net_pcap_us;  // what net_pcap stamps the mbuf with
-    uint32_t caplen, len;
-  } record_{};                         // pcap: the shadow's next record, when held_
+  PcapRecord record_;                  // pcap: the shadow's next record, when held_
   bool held_ = false;
   unsigned empty_polls_ = 0;
   int ts_offset_ = -1;

@@ -50,7 +50,7 @@ if [ ! -f "$SRC" ]; then
   echo "skipped: $SRC is not there (the shared real traces)"; exit 0
 fi
 for t in editcap mergecap capinfos softflowd nfpcapd nfdump python3; do
-  command -v "$t" > /dev/null || { echo "needs $t (apt-get install tshark softflowd nfdump)" >&2; exit 2; }
+  command -v "$t" > /dev/null || { echo "needs $t (apt-get install tshark softflowd nfdump python3)" >&2; exit 2; }
 done
 TMP=$(mktemp -d)
 SINK=""

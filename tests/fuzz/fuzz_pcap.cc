@@ -1,8 +1,8 @@
 // libFuzzer target: any byte string as a trace file (pcap or pcapng), read
 // as RSSSource's pcap path reads one: libpcap opens it with nanosecond time
 // stamps, the link type becomes the parser's (as EthDevice does), each record
-// is taken by next_pcap_record (the shadow reader's per-record step) and its
-// bytes go through the packet parser with the record's wire length. Never a
+// is taken by next_pcap_record (the shadow reader's step when libpcap reads)
+// and its bytes go through the packet parser with the record's wire length. Never a
 // crash, a read outside a record (ASan) or undefined behaviour (UBSan). The
 // same bytes as a file, read by PcapShadowReader (two-page windows, so
 // records cross their edges), give the records libpcap gave, or it

@@ -67,25 +67,30 @@ test_all() {
 # AddressSanitizer with UndefinedBehaviorSanitizer, every test; then
 # ThreadSanitizer, the hot-reload and control tests (threads meet there).
 # Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
+TSAN_TESTS='reload|ctl|control'  # the names of the tests run under ThreadSanitizer
 sanitized_tests() {
   local asan="$BUILD-asan" tsan="$BUILD-tsan"
   sanitized_build "$asan" address,undefined
   echo "== the test suite under AddressSanitizer and UndefinedBehaviorSanitizer"
   (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      SLUICE_SOAK_RELOADS=40 ctest --output-on-failure -j "$JOBS")
-  sanitized_build "$tsan" thread
+  # Only the test files that hold a test it runs (the probe and its
+  # libraries are built whole).
+  local tsan_tests
+  tsan_tests=$(grep -lE "TEST_CASE\\(\"[^\"]*($TSAN_TESTS)" tests/unit/*.cc | xargs -n1 basename -s .cc | paste -sd';')
+  sanitized_build "$tsan" thread -DSLUICE_UNIT_TESTS="$tsan_tests"
   echo "== the reload and control tests under ThreadSanitizer"
   # Not the Kafka ones: librdkafka starts its threads with C11 thrd_create,
   # which glibc runs without going through pthread_create, so TSan never
   # registers them and crashes in its allocator on their first malloc.
   (cd "$tsan" && TSAN_OPTIONS=halt_on_error=1 SLUICE_SOAK_RELOADS=30 \
-     ctest --output-on-failure -j "$JOBS" -R 'reload|ctl|control' -E 'Kafka')
+     ctest --output-on-failure -j "$JOBS" -R "$TSAN_TESTS" -E 'Kafka')
 }
 
-sanitized_build() {  # DIR SANITIZERS: the tests and what they run, nothing else
+sanitized_build() {  # DIR SANITIZERS [CMAKE_ARGS...]: the tests and what they run, nothing else
   if [ ! -f "$1/build.ninja" ]; then
     cmake -S "$ROOT" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DSLUICE_SANITIZE="$2"
+      -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 -DSLUICE_SANITIZE="$2" "${@:3}"
   fi
   echo "== building under -fsanitize=$2 in $1"
   cmake --build "$1" -j "$JOBS" --target sluice_tests

@@ -242,7 +242,7 @@ std::string RunReport::json() const {
     for (size_t k = 0; k < seg.cpus_seen().size(); ++k) o << (k ? ", " : "") << seg.cpus_seen()[k];
     o << "], \"pinned\": " << (seg.settlement().pinned ? "true" : "false")
       << ", \"deadline\": " << (seg.settlement().deadline ? "true" : "false")
-      << ", \"note\": " << json_string(seg.settlement().note);
+      << ", \"note\": " << json_string(seg.settlement().note) << ", \"cpu_s\": " << double(seg.cpu_ns()) / 1e9;
     // the loop it ended on, and how long the JIT took to compile it
     ProgramCache::CompiledLoop c = rt_.compiled_loop(seg);
     o << ", \"program\": \"" << (seg.program() ? seg.program()->kind() : "none") << "\", \"compile_ms\": "

@@ -199,6 +199,7 @@ void SegmentRunner::run() {
   for (auto &job : start_jobs_) job();  // a reload's state moves, on the thread that owns it
   start_jobs_.clear();
   loop_started_ns_.store(mono_ns(), std::memory_order_release);
+  const uint64_t cpu_at_start = thread_cpu_ns();
   unsigned idle = 0, passes = 0;
   for (;;) {
     if ((++passes & 1023) == 0) note_cpu();  // where the thread really runs, for the summary
@@ -252,6 +253,7 @@ void SegmentRunner::run() {
     for (Channel *c : outputs_) c->close();
   }
   note_cpu();
+  cpu_ns_ = thread_cpu_ns() - cpu_at_start;
   close_mailbox();
   rte_thread_unregister();
   done_.store(true, std::memory_order_release);

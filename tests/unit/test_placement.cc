@@ -618,6 +618,9 @@ TEST_CASE("sluice run: every segment thread runs on the cpu the plan gives it", 
     REQUIRE(actual["ran_on"].items.size() == 1);  // sampled at start, every 1024 passes and at the end
     CHECK(actual["ran_on"].items[0].integer() == planned["cpu"].integer());
     CHECK(actual["node"].integer() == planned["node"].integer());
+    // cpu time the thread used: some (each polled or drained), no more than the run lasted
+    CHECK(actual["cpu_s"].number > 0);
+    CHECK(actual["cpu_s"].number <= stats["elapsed_s"].number + 0.05);
     std::string line = "segment " + std::to_string(i) + " (";
     CHECK(r.out.find(line) != std::string::npos);
   }

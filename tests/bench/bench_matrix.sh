@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The default probe in memory, as a matrix, run by hand (not a test):
+#
+#   tests/bench/bench_matrix.sh
+#
+# Points: FLOWS (default "10K 100K 1M 10M") concurrent flows x SIZES
+# ("64B imix") x LANES ("1 2"); at each point the fused loops (`--jit-wait`:
+# every packet through them) and the interpreter (`--no-jit`), REPS runs
+# each (default 3), interleaved. The graph is the default probe's
+# (configs/flowprobe.pipe) fed by TrafficGen in memory instead of a port:
+#
+#   TrafficGen(queues LANES) -> Timestamp -> Ring(64K) -> Filter("ip or ip6")
+#     -> FlowTable(2 x FLOWS / LANES slots, idle 1s, direction bi) -> GCSlicer
+#     -> shared IPFIXExporter (UDP to a bound socket on loopback, never read)
+#
+# Flows arrive at FLOWS/1.5 per second of trace time and leave 1 s after
+# their last packet or on FIN/RST, so the tables hold about FLOWS at once;
+# about 16M packets (at least 2 s of trace; at 10M flows, flows of ~6
+# packets instead of ~15, else the trace would not fit in memory).
+#
+# Reported, medians of REPS:
+#   Mpps        packets received by all lanes / the run's elapsed_s
+#   Mpps/core   packets / the cpu time of every segment thread (lanes and the
+#               shared exporter; `cpu_s` of --stats-json): what a core does
+#   ns/pkt      the same, as ns of cpu per packet
+#   LLC/pkt     last-level cache load misses per packet (perf stat, the whole
+#               process: trace generation included), where the machine counts them
+#   jit/interp  Mpps/core of the fused loops over the interpreter's
+#   2L/1L       2 lanes' Mpps over 1 lane's (the lanes' scaling)
+# The trace is generated into memory before the run (not counted); a point
+# that would not fit in free memory is skipped with a message.
+#
+# SLUICE (default build/engine/sluice), FLOWS, SIZES, LANES, REPS.
+# These machines are shared and noisy: compare figures of one run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SLUICE=${SLUICE:-build/engine/sluice}
+REPS=${REPS:-3}
+read -r -a FLOW_POINTS <<< "${FLOWS:-10K 100K 1M 10M}"
+read -r -a SIZE_POINTS <<< "${SIZES:-64B imix}"
+read -r -a LANE_POINTS <<< "${LANES:-1 2}"
+MODES=(jit interp)
+[ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
+command -v python3 > /dev/null || { echo "needs python3 (the collector socket)" >&2; exit 2; }
+TMP=$(mktemp -d)
+SINK=""
+trap '[ -z "$SINK" ] || kill "$SINK" 2> /dev/null; rm -rf "$TMP"' EXIT
+
+# The collector: a UDP socket bound on loopback, never read.
+python3 -c 'import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True); time.sleep(86400)' > "$TMP/port" &
+SINK=$!
+for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+PORT=$(cat "$TMP/port")
+
+# LLC misses: only where perf can count them (not in most VMs)
+LLC=0
+if command -v perf > /dev/null && perf stat -x, -e LLC-load-misses true 2>&1 | grep -q '^[0-9]'; then LLC=1; fi
+
+num() { case $1 in *K) echo $((${1%K} * 1000));; *M) echo $((${1%M} * 1000000));; *) echo "$1";; esac; }
+median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }
+flags() { case $1 in jit) echo "--jit-wait";; interp) echo "--no-jit";; esac; }
+
+RES=$TMP/results   # lines: POINT MODE METRIC VALUE
+: > "$RES"
+put() { echo "$1 $2 $3 $4" >> "$RES"; }
+med() { awk -v p="$1" -v m="$2" -v k="$3" '$1 == p && $2 == m && $3 == k {print $4}' "$RES" | median; }
+ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; else echo -; fi; }
+fmt() { if [ -n "$1" ]; then printf "%.${2:-2}f" "$1"; else echo -; fi; }
+
+# pipe FLOWS SIZE LANES FILE: writes the graph, prints the MiB it needs
+pipe() {
+  local c rate ppf shape dur cap sizes
+  c=$(num "$1")
+  rate=$((c * 2 / 3)); ppf=15; shape=""
+  if [ "$c" -ge 10000000 ]; then ppf=6; shape=", flow_size_max 1"; fi
+  dur=$((16000000 / (rate * ppf))); [ "$dur" -ge 2 ] || dur=2
+  cap=$((c * 2 / $3))
+  sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
+  cat > "$4" <<PIPE
+src :: TrafficGen(flows 1G, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
+exp :: shared IPFIXExporter(127.0.0.1:$PORT);
+src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
+    -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
+    -> GCSlicer(table ft, period 1s, slices 1000) -> exp;
+PIPE
+  # trace: 16 B of index + the frame (64 B; IMIX about 360 B on average) per
+  # packet; 128 B of ground truth per flow; 144 B per table slot
+  local frame=64; [ "$2" = imix ] && frame=360
+  echo $(( (rate * dur * (ppf * (16 + frame) + 128) + cap * $3 * 144) / 1048576 ))
+}
+
+# run_once POINT MODE PIPE
+run_once() {
+  local point=$1 mode=$2 p=$3 pre=()
+  [ "$LLC" = 0 ] || pre=(perf stat -x, -o "$TMP/perf.txt" -e LLC-load-misses)
+  # shellcheck disable=SC2046
+  if ! "${pre[@]}" "$SLUICE" run -q $(flags "$mode") "$p" --stats-json "$TMP/s.json" > "$TMP/out.txt" 2> "$TMP/err.txt"; then
+    echo "  $point $mode: sluice run failed:" >&2; tail -n 5 "$TMP/err.txt" >&2; exit 1
+  fi
+  python3 - "$TMP/s.json" "$mode" > "$TMP/m.txt" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rx = sum(l["received"] for l in s["lanes"])
+cpu = sum(g["cpu_s"] for g in s["segments"])
+want = "jit" if sys.argv[2] == "jit" else "interpreter"
+ran = {g["program"] for g in s["segments"]}
+if ran != {want}:
+    print(f"warning ran {sorted(ran)}, expected {want}", file=sys.stderr)
+print("packets", rx)
+print("mpps", rx / s["elapsed_s"] / 1e6)
+print("mpps_core", rx / cpu / 1e6)
+print("ns", cpu * 1e9 / rx)
+PY
+  while read -r k v; do put "$point" "$mode" "$k" "$v"; done < "$TMP/m.txt"
+  if [ "$LLC" = 1 ]; then
+    local misses pk
+    misses=$(awk -F, '/LLC-load-misses/ {print $1}' "$TMP/perf.txt")
+    pk=$(awk '$1 == "packets" {print $2}' "$TMP/m.txt")
+    put "$point" "$mode" llc "$(awk -v m="$misses" -v p="$pk" 'BEGIN {print m / p}')"
+  fi
+}
+
+MODEL=$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}')
+echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE; median of $REPS"
+[ "$LLC" = 1 ] || echo "LLC misses: perf stat cannot count them on this machine (LLC-load-misses <not supported>)"
+for f in "${FLOW_POINTS[@]}"; do
+  for z in "${SIZE_POINTS[@]}"; do
+    for l in "${LANE_POINTS[@]}"; do
+      point="$f/$z/${l}L"
+      need=$(pipe "$f" "$z" "$l" "$TMP/p.pipe")
+      if [ "$need" -gt $(($(avail_mb) * 3 / 4)) ]; then
+        echo "  $point skipped: needs about $need MiB, $(avail_mb) MiB available"; continue
+      fi
+      for ((r = 1; r <= REPS; r++)); do
+        if ((r % 2)); then order=(jit interp); else order=(interp jit); fi
+        for m in "${order[@]}"; do run_once "$point" "$m" "$TMP/p.pipe"; done
+      done
+      printf '  %-16s jit %s Mpps, interp %s Mpps\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
+        "$(fmt "$(med "$point" interp mpps)")"
+    done
+  done
+done
+
+echo
+echo "== the default probe in memory: median of $REPS; ${MODEL:-?}, nproc $(nproc)"
+printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s\n' flows size lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L
+for f in "${FLOW_POINTS[@]}"; do
+  for z in "${SIZE_POINTS[@]}"; do
+    for l in "${LANE_POINTS[@]}"; do
+      point="$f/$z/${l}L"
+      grep -q "^$point " "$RES" || continue
+      for m in "${MODES[@]}"; do
+        jr=""; [ "$m" = jit ] && jr=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" interp mpps_core)")
+        sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L" "$m" mpps)")
+        llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
+        printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s\n' "$f" "$z" "$l" "$m" \
+          "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
+          "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}"
+      done
+    done
+  done
+done

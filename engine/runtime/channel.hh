@@ -82,6 +82,7 @@ class Channel {
   unsigned esize_;
   unsigned capacity_;
   unsigned wake_threshold_;  // items waiting before a sleeping consumer is woken
+  unsigned room_mark_;       // items left when a producer sleeping for room is woken
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;
   int full_reason_ = -1;

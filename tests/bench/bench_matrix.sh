@@ -11,7 +11,8 @@
 #
 #   TrafficGen(queues LANES) -> Timestamp -> Ring(64K) -> Filter("ip or ip6")
 #     -> FlowTable(2 x FLOWS / LANES slots, idle 1s, direction bi) -> GCSlicer
-#     -> shared IPFIXExporter (UDP to a bound socket on loopback, never read)
+#     -> shared IPFIXExporter(rate 100Gbps: UDP to a bound socket on loopback,
+#        never read; the default 20 Mbps pace would hold the lanes back)
 #
 # Flows arrive at FLOWS/1.5 per second of trace time and leave 1 s after
 # their last packet or on FIN/RST, so the tables hold about FLOWS at once;
@@ -81,7 +82,7 @@ pipe() {
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
   cat > "$4" <<PIPE
 src :: TrafficGen(flows 1G, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
-exp :: shared IPFIXExporter(127.0.0.1:$PORT);
+exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
     -> GCSlicer(table ft, period 1s, slices 1000) -> exp;

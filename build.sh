@@ -64,7 +64,7 @@ test_all() {
 }
 
 # The test suite again under sanitizers, each in a build of its own:
-# AddressSanitizer with UndefinedBehaviorSanitizer, every test; then
+# AddressSanitizer with UndefinedBehaviorSanitizer, every test but two; then
 # ThreadSanitizer, the hot-reload and control tests (threads meet there).
 # Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
 TSAN_TESTS='reload|ctl|control'  # the names of the tests run under ThreadSanitizer
@@ -74,7 +74,7 @@ sanitized_tests() {
   echo "== the test suite under AddressSanitizer and UndefinedBehaviorSanitizer"
   # Not the soak (ThreadSanitizer runs it, and the reload tests run here) nor
   # the documented commands (each runs here in the test of what it does):
-  # four minutes of CI for nothing more.
+  # four minutes of cpu, two of CI, for nothing more.
   (cd "$asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure -j "$JOBS" -E '^(soak|docs): ')
   # Only the test files that hold a test it runs (the probe and its

@@ -48,12 +48,8 @@ SINK=""
 trap '[ -z "$SINK" ] || kill "$SINK" 2> /dev/null; rm -rf "$TMP"' EXIT
 
 # The collector: a UDP socket bound on loopback, never read.
-python3 -c 'import socket, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1], flush=True); time.sleep(86400)' > "$TMP/port" &
-SINK=$!
-for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
-PORT=$(cat "$TMP/port")
+source tests/bench/udp_sink.sh
+start_udp_sink
 
 # LLC misses: only where perf can count them (not in most VMs)
 LLC=0

@@ -354,7 +354,7 @@ std::string ProbeControl::stats_json() const {
   for (const Lane &l : ctx.graph().lanes)
     o << (l.id ? ", " : "") << "{\"lane\": " << l.id << ", \"received\": " << ctx.lane_source(l.id)->counters.in.get()
       << ", \"bytes\": " << ctx.lane_source(l.id)->received_bytes() << "}";
-  o << "],\n \"elements\": " << rt_.elements_json() << "}\n";
+  o << "],\n \"elements\": " << rt_.elements_json() << ",\n \"segments\": " << rt_.segment_programs_json() << "}\n";
   return o.str();
 }
 

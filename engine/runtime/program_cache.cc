@@ -41,25 +41,37 @@ SegmentProgram *ProgramCache::program_for(const SegmentRunner &seg) {
 bool ProgramCache::compile_all(const std::vector<std::unique_ptr<SegmentRunner>> &segments, std::string *error,
                                std::vector<std::string> *ir) {
   if (!compiler_) return true;
-  std::string failed;
-  std::thread t([&] {
-    compile_here(compiler_cpu_);
-    for (auto &s : segments) {
-      ProgramCompiler::Result r = compiler_->compile(*s, ir != nullptr);
-      std::lock_guard lock(mutex_);
-      if (!r.program) {
-        failed = s->label() + ": " + r.error;
-        return;
-      }
-      compiled_[s.get()] = {r.program.get(), r.compile_ms, "", 1};
-      programs_.emplace_back(s.get(), std::move(r.program));
-      if (ir) ir->push_back("; " + s->label() + ", compiled in " + ms_text(r.compile_ms) + "\n" + r.ir);
+  // Each compilation has its own LLVM context: they run side by side, each
+  // thread taking the next segment; the results are kept in segment order.
+  std::vector<ProgramCompiler::Result> results(segments.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&](int cpu) {
+    compile_here(cpu);
+    for (size_t i; !failed && (i = next.fetch_add(1)) < segments.size();) {
+      results[i] = compiler_->compile(*segments[i], ir != nullptr);
+      if (!results[i].program) failed = true;
     }
-  });
-  t.join();
-  if (failed.empty()) return true;
-  *error = failed;
-  return false;
+  };
+  size_t threads = std::min<size_t>(segments.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t == 0 ? compiler_cpu_ : -1);
+  for (std::thread &t : pool) t.join();
+
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    ProgramCompiler::Result &r = results[i];
+    if (!r.program) {
+      if (r.error.empty()) continue;  // not reached: another segment failed first
+      *error = segments[i]->label() + ": " + r.error;
+      return false;
+    }
+    SegmentRunner *s = segments[i].get();
+    compiled_[s] = {r.program.get(), r.compile_ms, "", 1};
+    programs_.emplace_back(s, std::move(r.program));
+    if (ir) ir->push_back("; " + s->label() + ", compiled in " + ms_text(r.compile_ms) + "\n" + r.ir);
+  }
+  return true;
 }
 
 void ProgramCache::drop_compiled(const std::vector<std::unique_ptr<SegmentRunner>> &segments, const RuntimeElement *e) {
@@ -96,7 +108,11 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   thread_ = std::thread([this, todo] {
     compile_here(compiler_cpu_);
     for (SegmentRunner *s : todo) {
-      if (stopping_ || s->done()) continue;  // nothing would run the loop
+      if (s->done()) continue;  // nothing would run the loop
+      if (stopping_) {
+        cancelled_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
       // A handler write during the compilation changed constants it read:
       // compile again.
       for (int attempt = 0; attempt < 3; ++attempt) {
@@ -107,7 +123,10 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
         }
         ProgramCompiler::Result r = compiler_->compile(*s, false, &stopping_);
         std::lock_guard lock(mutex_);
-        if (!r.program && stopping_) break;  // the run ended: cancelled
+        if (!r.program && stopping_) {  // cancelled: the run ended, or a reload retires segments
+          cancelled_.fetch_add(1, std::memory_order_relaxed);
+          break;
+        }
         unsigned n = compiled_[s].compilations + 1;
         if (!r.program) {
           compiled_[s] = {nullptr, r.compile_ms, r.error, n};

@@ -30,28 +30,36 @@ class ProgramCache {
   // What a segment starts on: its fused loop, or the interpreter.
   SegmentProgram *program_for(const SegmentRunner &seg);
 
-  // Before the run: every segment's loop, on a thread of the housekeeping
-  // cpu; false (with *error) on the first that cannot be compiled.
+  // Before the run: every segment's loop, on as many threads as there are
+  // segments and cpus for them (nothing runs on the data-plane cpus yet; the
+  // first thread is on the housekeeping cpu); false (with *error) when one
+  // cannot be compiled.
   bool compile_all(const std::vector<std::unique_ptr<SegmentRunner>> &segments, std::string *error,
                    std::vector<std::string> *ir);
   // In the background: the segments of `todo` (running the interpreter)
   // get their loops and switch to them between two batches. A segment that
   // has ended by its turn is left out.
   void compile_in_background(std::vector<SegmentRunner *> todo);
-  // Waits for a background compilation (a reload is about to retire segments).
+  // Waits for a background compilation.
   void wait() {
     std::lock_guard lock(thread_mutex_);
     if (thread_.joinable()) thread_.join();
   }
-  // The run is over: a background compilation is cancelled (the segment
-  // under way gives up at its compiler's next step; ProgramCompiler::compile)
-  // and compiles no further segment.
-  void finish() {
+  // A background compilation is cancelled (the segment under way gives up
+  // at its compiler's next step, ProgramCompiler::compile) and compiles no
+  // further segment: the run is over, or a reload is about to retire
+  // segments (it compiles what then runs the interpreter again, the
+  // survivors of the cancelled work included, instead of waiting for loops
+  // of a graph that goes).
+  void cancel() {
     std::lock_guard lock(thread_mutex_);
     stopping_ = true;
     if (thread_.joinable()) thread_.join();
     stopping_ = false;
   }
+  // Segment compilations given up so, begun or not (they count in no
+  // segment's compilations).
+  uint64_t cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter, and a compilation under way for it
   // is stale.
@@ -91,6 +99,7 @@ class ProgramCache {
   std::mutex thread_mutex_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> cancelled_{0};
 };
 
 }  // namespace sluice

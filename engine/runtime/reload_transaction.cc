@@ -49,14 +49,28 @@ ReloadOutcome Runtime::reload(std::shared_ptr<const CompiledPipe> next, bool dry
       return refused;
     }
   }
-  programs_.wait();  // a background compilation holds segments this reload may retire
-  ReloadTransaction tx(*this, std::move(next));
-  if (!tx.plan(dry_run) || dry_run) return tx.outcome();
-  if (tx.make_instances() && tx.allocate() && tx.stop() && tx.prepare()) {
-    tx.switch_over();
-    tx.measure_pauses();
+  if (dry_run) {
+    programs_.wait();
+    ReloadTransaction tx(*this, std::move(next));
+    tx.plan(true);
+    return tx.outcome();
   }
-  return tx.outcome();
+  // A background compilation holds segments this reload may retire: it is
+  // cancelled, not waited for (the loops of a graph that goes are of no use,
+  // and an operator's reload would wait seconds for them). What it left on
+  // the interpreter is compiled again after the reload, applied or not.
+  programs_.cancel();
+  ReloadOutcome out;
+  {
+    ReloadTransaction tx(*this, std::move(next));
+    if (tx.plan(false) && tx.make_instances() && tx.allocate() && tx.stop() && tx.prepare()) {
+      tx.switch_over();
+      tx.measure_pauses();  // compiles the new segments' loops
+    }
+    out = tx.outcome();
+  }
+  if (!out.applied) recompile();  // the old graph's segments, as they were
+  return out;
 }
 
 ReloadTransaction::ReloadTransaction(Runtime &rt, std::shared_ptr<const CompiledPipe> next)

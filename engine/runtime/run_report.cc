@@ -289,6 +289,19 @@ std::string Runtime::elements_json() const {
   auto lock = structure_lock();
   return RunReport(*this).elements_json();
 }
+std::string Runtime::segment_programs_json() const {
+  auto lock = structure_lock();
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < running_.segments.size(); ++i) {
+    const SegmentRunner &seg = *running_.segments[i];
+    o << (i ? ", " : "") << "{\"segment\": " << seg.segment().id << ", \"lane\": " << seg.segment().lane
+      << ", \"role\": \"" << segment_role_name(seg.segment().role) << "\", \"program\": \""
+      << (seg.program() ? seg.program()->kind() : "none") << "\"}";
+  }
+  o << "]";
+  return o.str();
+}
 RunTotals Runtime::totals() const {
   auto lock = structure_lock();
   return RunReport(*this).totals();

@@ -289,7 +289,7 @@ void Runtime::run() {
     }
   }
   for (auto &s : running_.segments) s->join();
-  programs_.finish();
+  programs_.cancel();
   retired_.finish();  // what replaced instances still hold goes out, or is counted lost
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -92,6 +92,8 @@ class Runtime {
   std::string summary_json() const;
   // Its "elements" array, also for `sluice ctl stats --json`.
   std::string elements_json() const;
+  // Each running segment and the loop it runs ("jit" or "interpreter"), as JSON.
+  std::string segment_programs_json() const;
   RunTotals totals() const;
   RecordTotals record_totals() const;
 
@@ -138,6 +140,7 @@ class Runtime {
   void recompile();
   using CompiledLoop = ProgramCache::CompiledLoop;
   size_t programs_held() const { return programs_.held(); }
+  uint64_t compilations_cancelled() const { return programs_.cancelled(); }
   CompiledLoop compiled_loop(const SegmentRunner &seg) const { return programs_.compiled_loop(seg); }
 
   // Hot reload (reload_transaction.cc): replaces the running graph by

@@ -252,6 +252,31 @@ TEST_CASE("jit: after a hot reload the new segments run fused loops again", "[ji
   CHECK(probe.rt->programs_held() == probe.rt->segments().size());  // the old graph's loops were let go
 }
 
+TEST_CASE("jit: a reload cancels the compilation the reload before it started, and the last graph gets its loops",
+          "[jit]") {
+  // A flow table makes the processing loops long to compile (about half a
+  // second each here): the second reload comes while the first one's are
+  // being compiled, and does not wait for them.
+  auto text = [](const std::string &capacity) {
+    return "gen :: TrafficGen(flows 1K, duration 60s, rate 50Kpps, queues 2);\n"
+           "log :: shared FlowLog(\"/dev/null\");\n"
+           "gen -> Timestamp(clock pcap) -> Ring(capacity 4K) -> Filter(\"ip\")\n"
+           "    -> ft :: FlowTable(capacity " + capacity + ") -> GCSlicer(table ft) -> log;\n";
+  };
+  FusedProbe probe(text("64K"));
+  REQUIRE(probe.wait_fused(1));
+  for (const char *capacity : {"32K", "16K"}) {
+    ReloadOutcome o = probe.rt->reload(compile_text(text(capacity)), false);
+    INFO(o.error);
+    REQUIRE(o.applied);
+  }
+  CHECK(probe.rt->compilations_cancelled() >= 1);
+  REQUIRE(probe.wait_fused(1));
+  auto lock = probe.rt->structure_lock();
+  for (const auto &s : probe.rt->segments()) CHECK(probe.rt->compiled_loop(*s).ms > 0);
+  CHECK(probe.rt->programs_held() == probe.rt->segments().size());
+}
+
 TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refused without it", "[jit]") {
   std::string dir = test::scratch("jit", "plugin");
   std::string plugin = std::string(SLUICE_TEST_PLUGIN_DIR) + "/jit_plugin.so";

@@ -500,10 +500,6 @@ TEST_CASE("reload: rings that cannot be allocated refuse the reload before anyth
   CHECK(rt.reload_stats().failed.load() == 1);
 }
 
-// A reload that replaces the FlowLog (another format on the same path): the
-// new log appends, so every line the old one wrote stays, its last lines
-// (flushed at the switch) come before the new one's first, and no line is
-// cut or mixed with another. On the old code the new log emptied the file.
 namespace {
 
 bool all_of_chars(std::string_view s, std::string_view allowed) {
@@ -548,6 +544,10 @@ bool whole_json_line(const std::string &line, uint64_t *packets) {
 
 }  // namespace
 
+// A reload that replaces the FlowLog (another format on the same path): the
+// new log appends, so every line the old one wrote stays, its last lines
+// (flushed at the switch) come before the new one's first, and no line is
+// cut or mixed with another. On the old code the new log emptied the file.
 TEST_CASE("reload: a FlowLog whose format changes keeps every line written before", "[reload][files]") {
   std::string dir = test::scratch("reload", "log_format");
   std::string log = dir + "/flows.log";

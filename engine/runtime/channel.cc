@@ -10,7 +10,8 @@ namespace sluice {
 
 Channel::Channel(const std::string &name, StreamType type, unsigned capacity, int socket)
     : type_(type), esize_(type == StreamType::Packets ? sizeof(rte_mbuf *) : sizeof(FlowRecord)), capacity_(capacity),
-      wake_threshold_(std::clamp(capacity / 8, 1u, 1024u)), room_mark_(capacity / 2) {
+      wake_threshold_(std::clamp(capacity / 8, 1u, 1024u)), window_(std::min(capacity, kOfflineWindow)),
+      room_mark_(window_ / 2) {
   // rte_ring names are limited to RTE_RING_NAMESIZE and process-wide; they
   // only need to be unique.
   static std::atomic<unsigned> next{0};
@@ -35,17 +36,26 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
   unsigned done = 0;
   int spins = 0;
   while (done < n) {
-    unsigned free_space = 0;
-    unsigned sent = rte_ring_sp_enqueue_burst_elem(ring_, p + size_t(done) * esize_, esize_, n - done, &free_space);
+    bool wait = wait_.load(std::memory_order_relaxed);
+    unsigned want = n - done;
+    if (wait) {  // no further ahead of the consumer than the window
+      unsigned occ = occupancy();
+      want = occ < window_ ? std::min(want, window_ - occ) : 0;
+    }
+    unsigned free_space = 0, sent = 0;
+    if (want) sent = rte_ring_sp_enqueue_burst_elem(ring_, p + size_t(done) * esize_, esize_, want, &free_space);
+    else free_space = capacity_ - occupancy();
     done += sent;
-    // Wake a sleeping consumer only once a good part of the ring is waiting,
-    // not for every batch: a wake-up is a system call and a context switch,
-    // and the consumer's timeout bounds the delay of the first items.
-    if (sent && consumer_bell_ && capacity_ - free_space >= wake_threshold_) consumer_bell_->ring();
+    // Wake a sleeping consumer only once a good part of the ring (of the
+    // window) is waiting, not for every batch: a wake-up is a system call
+    // and a context switch, and the consumer's timeout bounds the delay of
+    // the first items.
+    unsigned wake = wait ? std::min(wake_threshold_, std::max(window_ / 4, 1u)) : wake_threshold_;
+    if (sent && consumer_bell_ && capacity_ - free_space >= wake) consumer_bell_->ring();
     uint64_t occ = capacity_ - free_space;
     if (occ > max_occupancy_.get()) max_occupancy_.add(occ - max_occupancy_.get());
     if (done == n) break;
-    if (!wait_.load(std::memory_order_relaxed) || abort.load(std::memory_order_relaxed)) {
+    if (!wait || abort.load(std::memory_order_relaxed)) {
       // No room: the rest is lost, counted where the user can see why.
       owner_->counters.drops[full_reason_].add(n - done);
       for (unsigned i = done; i < n; ++i) on_drop(i);
@@ -53,7 +63,7 @@ unsigned Channel::send_items(const void *items, unsigned n, const std::atomic<bo
     }
     // Offline input: wait for the consumer instead of dropping; sleep when
     // it takes long, so that the consumer gets the core, until it has
-    // emptied half the ring: woken for every batch it took instead, a
+    // emptied half the window: woken for every batch it took instead, a
     // producer sharing its cpu switched in and out every 32 packets.
     waits_.add();
     if (++spins < 64)

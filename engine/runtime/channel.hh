@@ -19,6 +19,11 @@ namespace sluice {
 
 class Channel {
  public:
+  // Items a producer that waits for room keeps ahead of its consumer at
+  // most (offline_window()). The default probe at 1M flows in memory, one
+  // lane: 1024 and 2048 alike, 4096 and more as slow as the whole 64K ring.
+  static constexpr unsigned kOfflineWindow = 2048;
+
   // capacity: packets or records it holds.
   Channel(const std::string &name, StreamType type, unsigned capacity, int socket);
   ~Channel();
@@ -68,6 +73,11 @@ class Channel {
   }
 
   unsigned capacity() const { return capacity_; }
+  // The most items a producer that waits for room (offline input, a flush)
+  // keeps in the ring: the ring's capacity is for bursts a live device
+  // cannot hold back; an offline source can, and packets that wait long in
+  // a deep ring have left the caches by the time they are processed.
+  unsigned offline_window() const { return window_; }
   unsigned occupancy() const { return ring_count(ring_); }  // from any thread
   uint64_t max_occupancy() const { return max_occupancy_.get(); }
   uint64_t waits() const { return waits_.get(); }
@@ -82,6 +92,7 @@ class Channel {
   unsigned esize_;
   unsigned capacity_;
   unsigned wake_threshold_;  // items waiting before a sleeping consumer is woken
+  unsigned window_;          // items a waiting (offline) producer keeps ahead of its consumer
   unsigned room_mark_;       // items left when a producer sleeping for room is woken
   OutputTarget target_;
   RuntimeElement *owner_ = nullptr;

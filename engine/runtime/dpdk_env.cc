@@ -5,11 +5,14 @@
 #include <rte_errno.h>
 #include <rte_log.h>
 #include <rte_malloc.h>
+#include <rte_mbuf.h>
 #include <rte_memory.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <mutex>
+
+#include "engine/runtime/packet.hh"
 
 namespace sluice {
 
@@ -45,6 +48,15 @@ int dpdk_socket_for_node(int node) {
   if (node < 0 || rte_malloc_get_socket_stats(node, &stats) != 0 || stats.heap_totalsz_bytes == 0)
     return SOCKET_ID_ANY;
   return node;
+}
+
+rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket) {
+  constexpr unsigned kCacheSize = 256;  // per lcore: most allocations and frees never reach the pool
+  uint16_t room = uint16_t(RTE_PKTMBUF_HEADROOM + data_room);
+  if (rte_mempool *p = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket, "stack"))
+    return p;
+  if (rte_errno != EINVAL) return nullptr;  // out of memory: the default would fail alike
+  return rte_pktmbuf_pool_create(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket);
 }
 
 bool init_eal(const EalRequest &req, std::string *error) {

@@ -28,10 +28,13 @@
 #               process: trace generation included), where the machine counts them
 #   jit/interp  Mpps/core of the fused loops over the interpreter's
 #   2L/1L       2 lanes' Mpps over 1 lane's (the lanes' scaling)
+#   vs base     with BASE=path/to/older/sluice: that binary's fused loops run
+#               too, interleaved (mode "base"), and this column gives the
+#               fused loops' Mpps/core over its: a change measured side by side
 # The trace is generated into memory before the run (not counted); a point
 # that would not fit in free memory is skipped with a message.
 #
-# SLUICE (default build/engine/sluice), FLOWS, SIZES, LANES, REPS.
+# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, REPS.
 # These machines are shared and noisy: compare figures of one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,8 +43,13 @@ REPS=${REPS:-3}
 read -r -a FLOW_POINTS <<< "${FLOWS:-10K 100K 1M 10M}"
 read -r -a SIZE_POINTS <<< "${SIZES:-64B imix}"
 read -r -a LANE_POINTS <<< "${LANES:-1 2}"
+BASE=${BASE:-}
 MODES=(jit interp)
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
+if [ -n "$BASE" ]; then
+  [ -x "$BASE" ] || { echo "no sluice binary at BASE=$BASE" >&2; exit 2; }
+  MODES+=(base)
+fi
 command -v python3 > /dev/null || { echo "needs python3 (the collector socket)" >&2; exit 2; }
 TMP=$(mktemp -d)
 SINK=""
@@ -58,7 +66,8 @@ if command -v perf > /dev/null && perf stat -x, -e LLC-load-misses true 2>&1 | g
 num() { case $1 in *K) echo $((${1%K} * 1000));; *M) echo $((${1%M} * 1000000));; *) echo "$1";; esac; }
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 avail_mb() { awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo; }
-flags() { case $1 in jit) echo "--jit-wait";; interp) echo "--no-jit";; esac; }
+flags() { case $1 in jit|base) echo "--jit-wait";; interp) echo "--no-jit";; esac; }
+binary() { if [ "$1" = base ]; then echo "$BASE"; else echo "$SLUICE"; fi; }
 
 RES=$TMP/results   # lines: POINT MODE METRIC VALUE
 : > "$RES"
@@ -94,7 +103,7 @@ run_once() {
   local point=$1 mode=$2 p=$3 pre=()
   [ "$LLC" = 0 ] || pre=(perf stat -x, -o "$TMP/perf.txt" -e LLC-load-misses)
   # shellcheck disable=SC2046
-  if ! "${pre[@]}" "$SLUICE" run -q $(flags "$mode") "$p" --stats-json "$TMP/s.json" > "$TMP/out.txt" 2> "$TMP/err.txt"; then
+  if ! "${pre[@]}" "$(binary "$mode")" run -q $(flags "$mode") "$p" --stats-json "$TMP/s.json" > "$TMP/out.txt" 2> "$TMP/err.txt"; then
     echo "  $point $mode: sluice run failed:" >&2; tail -n 5 "$TMP/err.txt" >&2; exit 1
   fi
   python3 - "$TMP/s.json" "$mode" > "$TMP/m.txt" <<'PY'
@@ -102,7 +111,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 rx = sum(l["received"] for l in s["lanes"])
 cpu = sum(g["cpu_s"] for g in s["segments"])
-want = "jit" if sys.argv[2] == "jit" else "interpreter"
+want = "interpreter" if sys.argv[2] == "interp" else "jit"
 ran = {g["program"] for g in s["segments"]}
 if ran != {want}:
     print(f"warning ran {sorted(ran)}, expected {want}", file=sys.stderr)
@@ -121,7 +130,7 @@ PY
 }
 
 MODEL=$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}')
-echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE; median of $REPS"
+echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE${BASE:+ (base: $BASE)}; median of $REPS"
 [ "$LLC" = 1 ] || echo "LLC misses: perf stat cannot count them on this machine (LLC-load-misses <not supported>)"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
@@ -132,18 +141,18 @@ for f in "${FLOW_POINTS[@]}"; do
         echo "  $point skipped: needs about $need MiB, $(avail_mb) MiB available"; continue
       fi
       for ((r = 1; r <= REPS; r++)); do
-        if ((r % 2)); then order=(jit interp); else order=(interp jit); fi
+        if ((r % 2)); then order=("${MODES[@]}"); else order=($(printf '%s\n' "${MODES[@]}" | tac)); fi
         for m in "${order[@]}"; do run_once "$point" "$m" "$TMP/p.pipe"; done
       done
-      printf '  %-16s jit %s Mpps, interp %s Mpps\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
-        "$(fmt "$(med "$point" interp mpps)")"
+      printf '  %-16s jit %s Mpps, interp %s Mpps%s\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
+        "$(fmt "$(med "$point" interp mpps)")" "${BASE:+, base $(fmt "$(med "$point" base mpps)") Mpps}"
     done
   done
 done
 
 echo
 echo "== the default probe in memory: median of $REPS; ${MODEL:-?}, nproc $(nproc)"
-printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s\n' flows size lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L
+printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' flows size lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L "vs base"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
     for l in "${LANE_POINTS[@]}"; do
@@ -151,11 +160,12 @@ for f in "${FLOW_POINTS[@]}"; do
       grep -q "^$point " "$RES" || continue
       for m in "${MODES[@]}"; do
         jr=""; [ "$m" = jit ] && jr=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" interp mpps_core)")
+        vb=""; [ "$m" = jit ] && [ -n "$BASE" ] && vb=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" base mpps_core)")
         sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L" "$m" mpps)")
         llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
-        printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s\n' "$f" "$z" "$l" "$m" \
+        printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' "$f" "$z" "$l" "$m" \
           "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
-          "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}"
+          "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
       done
     done
   done

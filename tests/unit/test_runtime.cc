@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <thread>
 
+#include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/runtime.hh"
 #include "frontend_fixture.hh"
 
@@ -18,14 +19,14 @@ using namespace sluice;
 namespace {
 
 struct RingFixture {
-  std::unique_ptr<test::Compiled> c = test::compile_text(
-      "TrafficGen(flows 10, duration 10ms) -> r :: Ring(capacity 64) -> Discard;");
+  std::unique_ptr<test::Compiled> c;
   std::unique_ptr<Runtime> rt;
   Channel *channel = nullptr;
   RuntimeElement *ring = nullptr;
   rte_mempool *pool = nullptr;
 
-  RingFixture() {
+  explicit RingFixture(const std::string &capacity = "64", unsigned buffers = 1024)
+      : c(test::compile_text("TrafficGen(flows 10, duration 10ms) -> r :: Ring(capacity " + capacity + ") -> Discard;")) {
     REQUIRE(c->ok);
     RunOptions o;
     o.eal_args = {"--no-huge"};
@@ -37,7 +38,7 @@ struct RingFixture {
     channel = ring->targets(0).at(0).channel;
     REQUIRE(channel);
     static int n = 0;
-    pool = rte_pktmbuf_pool_create(("test" + std::to_string(n++)).c_str(), 1024, 0, kMbufPrivSize, 256,
+    pool = rte_pktmbuf_pool_create(("test" + std::to_string(n++)).c_str(), buffers, 0, kMbufPrivSize, 256,
                                    SOCKET_ID_ANY);
     REQUIRE(pool);
   }
@@ -104,6 +105,73 @@ TEST_CASE("channel: an offline lane waits for room instead of dropping", "[runti
   abort = true;
   CHECK(f.channel->send(more, abort) == 0);
   CHECK(f.ring_full() == 10);
+}
+
+// An offline producer faster than its consumer used to fill the whole ring
+// (64K packets by default) before it waited: packets then sat so long that
+// their buffers had left the caches when the consumer got them. It now keeps
+// no more than the window ahead; a live one still has the whole ring for
+// bursts it cannot hold back.
+TEST_CASE("channel: an offline lane keeps no more than its window ahead of the consumer, a live one has the whole ring",
+          "[runtime]") {
+  RingFixture f("16K", 20000);
+  REQUIRE(f.channel->capacity() == 16384);
+  REQUIRE(f.channel->offline_window() == Channel::kOfflineWindow);
+  REQUIRE(Channel::kOfflineWindow < 16384);
+  std::atomic<bool> abort{false};
+
+  f.channel->set_overflow(f.ring, f.ring->counters.reason("ring full"), /*wait_when_full=*/true);
+  const unsigned total = 200 * 64;
+  std::atomic<unsigned> consumed{0};
+  std::thread consumer([&] {  // slower than the producer
+    PacketBatch out;
+    while (consumed < total) {
+      unsigned n = f.channel->receive(out, 32);
+      rte_pktmbuf_free_bulk(out.pkts, n);
+      consumed += n;
+      std::this_thread::sleep_for(std::chrono::microseconds(n ? 50 : 10));
+    }
+  });
+  for (unsigned sent = 0; sent < total; sent += 64) {
+    PacketBatch b = f.batch(64);
+    CHECK(f.channel->send(b, abort) == 64);
+  }
+  consumer.join();
+  CHECK(consumed == total);
+  CHECK(f.ring_full() == 0);
+  CHECK(f.channel->waits() > 0);
+  CHECK(f.channel->max_occupancy() >= Channel::kOfflineWindow - 64);  // it did run ahead
+  CHECK(f.channel->max_occupancy() <= Channel::kOfflineWindow);
+
+  // Live: nothing waits, the ring takes what it can hold.
+  f.channel->set_overflow(f.ring, f.ring->counters.reason("ring full"), /*wait_when_full=*/false);
+  for (unsigned sent = 0; sent < 3 * Channel::kOfflineWindow; sent += 64) {
+    PacketBatch b = f.batch(64);
+    CHECK(f.channel->send(b, abort) == 64);
+  }
+  CHECK(f.channel->occupancy() == 3 * Channel::kOfflineWindow);
+  CHECK(f.ring_full() == 0);
+}
+
+// The runtime's packet pools hand back the buffer freed last (its lines
+// still in the caches), not the one freed longest ago as DPDK's default
+// ring does. Seen from a thread that is not a DPDK lcore: no per-lcore
+// cache between it and the pool.
+TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[runtime]") {
+  RingFixture f;  // DPDK up
+  rte_mempool *pool = create_packet_pool("lifo_test", 4096, 256, SOCKET_ID_ANY);
+  REQUIRE(pool);
+  CHECK(std::string(rte_mempool_get_ops(pool->ops_index)->name) == "stack");
+  std::thread([&] {
+    REQUIRE(rte_lcore_id() == LCORE_ID_ANY);
+    rte_mbuf *m[8];
+    REQUIRE(rte_pktmbuf_alloc_bulk(pool, m, 8) == 0);
+    for (rte_mbuf *b : m) rte_pktmbuf_free(b);
+    rte_mbuf *again = rte_pktmbuf_alloc(pool);
+    CHECK(again == m[7]);  // a ring would give one never used yet
+    rte_pktmbuf_free(again);
+  }).join();
+  rte_mempool_free(pool);
 }
 
 namespace {

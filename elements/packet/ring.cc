@@ -66,7 +66,9 @@ const ElementSpec &ring_spec() {
               "When the ring is full on a live lane (a NIC, an interface, a paced TrafficGen), arriving "
               "packets are dropped and counted as \"ring full\". On an offline lane (a trace file, an unpaced "
               "TrafficGen) the producer waits for room instead, so that replaying a trace gives the same "
-              "result every time. At the end of input the ring is drained before the next segment stops, so "
+              "result every time; it also keeps no more than 2048 packets in the ring (whatever its "
+              "capacity), so that packets are processed while their buffers are still in the caches. At "
+              "the end of input the ring is drained before the next segment stops, so "
               "no packet is left in it. The run summary shows its highest occupancy.")
           .arg(ArgSpec::count("capacity")
                    .def("64K")

@@ -211,7 +211,10 @@ class RSSSourceRuntime final : public SourceElement {
     const Element &e = ctx_.graph().graph->elements[node().element];
     reader_ = ctx_.shared_source_state<DeviceReader>(node().element, [&] {
       auto r = std::make_shared<DeviceReader>();
-      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM);
+      // af_xdp lays its UMEM over the pool: DPDK's default pool order only
+      // (from a last-freed-first pool it received nothing)
+      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM,
+                                               /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
       r->dev = std::make_unique<EthDevice>(spec_, e.name, lanes_, unsigned(arg("rx_desc").integer),
                                            arg("symmetric").integer != 0, pool);
       r->lanes = lanes_;

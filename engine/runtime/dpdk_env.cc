@@ -50,12 +50,14 @@ int dpdk_socket_for_node(int node) {
   return node;
 }
 
-rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket) {
+rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket, bool lifo) {
   constexpr unsigned kCacheSize = 256;  // per lcore: most allocations and frees never reach the pool
   uint16_t room = uint16_t(RTE_PKTMBUF_HEADROOM + data_room);
-  if (rte_mempool *p = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket, "stack"))
-    return p;
-  if (rte_errno != EINVAL) return nullptr;  // out of memory: the default would fail alike
+  if (lifo) {
+    if (rte_mempool *p = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket, "stack"))
+      return p;
+    if (rte_errno != EINVAL) return nullptr;  // out of memory: the default would fail alike
+  }
   return rte_pktmbuf_pool_create(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket);
 }
 

@@ -41,7 +41,10 @@ int dpdk_socket_for_node(int node);
 // caches. DPDK's default (a ring) hands out the buffer freed longest ago:
 // with a pool of tens of thousands every packet's mbuf, annotations and
 // data missed the caches when the source wrote them. Falls back to the
-// default where the driver is missing. nullptr with rte_errno on failure.
-rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket);
+// default where the driver is missing, or when `lifo` is false (a device
+// that lays its own structures over the pool: af_xdp's UMEM received nothing
+// from a stack pool). nullptr with rte_errno on failure.
+rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket,
+                                bool lifo = true);
 
 }  // namespace sluice

@@ -83,8 +83,9 @@ struct RunContext {
   }
 
   // Memory for packets: one pool per source element, shared by its lanes,
-  // sized for what the lanes can hold at once (rings, descriptors, bursts).
-  rte_mempool *pool_for_source(int element, unsigned data_room);
+  // sized for what the lanes can hold at once (rings, descriptors, bursts);
+  // last freed, first out unless `lifo` is false (create_packet_pool).
+  rte_mempool *pool_for_source(int element, unsigned data_room, bool lifo = true);
   // The DPDK socket for memory of a segment's lane: its planned node where
   // DPDK has memory, else any.
   int memory_socket(int segment) const;

@@ -34,7 +34,7 @@ bool is_pci_address(const std::string &s) {
 
 }  // namespace
 
-rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
+rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool lifo) {
   for (auto &[e, p] : pools)
     if (e == element) return p;
   unsigned n = 0;
@@ -43,7 +43,7 @@ rte_mempool *RunContext::pool_for_source(int element, unsigned data_room) {
     if (l.source == element) n += lane_mbufs[l.id], segment = l.segments.front();
   static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
   std::string name = "pool" + std::to_string(next++);
-  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment));
+  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment), lifo);
   if (!p)
     throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for '" +
                              lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno) +

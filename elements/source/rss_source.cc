@@ -213,7 +213,7 @@ class RSSSourceRuntime final : public SourceElement {
       auto r = std::make_shared<DeviceReader>();
       // af_xdp lays its UMEM over the pool: DPDK's default pool order only
       // (from a last-freed-first pool it received nothing)
-      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM,
+      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live(),
                                                /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
       r->dev = std::make_unique<EthDevice>(spec_, e.name, lanes_, unsigned(arg("rx_desc").integer),
                                            arg("symmetric").integer != 0, pool);

@@ -164,7 +164,7 @@ class TrafficGenRuntime final : public SourceElement {
     });
     uint32_t largest = 2048;
     for (uint32_t s : cfg_.sizes) largest = std::max(largest, s);
-    pool_ = ctx_.pool_for_source(node().element, largest);
+    pool_ = ctx_.pool_for_source(node().element, largest, live());
     lane_ = &traffic_->lanes[lane_index_];
     // A paced lane sends its share of the rate, so that all lanes end together.
     double share = traffic_->packets ? double(lane_->size()) / double(traffic_->packets) : 0;

@@ -188,6 +188,9 @@ void ProbeControl::write(const std::string &target, const std::string &value) {
       rt_.drop_compiled(e);
     });
   }
+  // A compilation under way reads the values about to change (from its own
+  // thread: a data race, ThreadSanitizer saw it): given up, done again below.
+  rt_.cancel_compilation();
   for (size_t i = 0; i < found.size(); ++i)
     if (!run_on_segment(rt_, found[i]->node().segment, changes[i])) {
       rt_.recompile();

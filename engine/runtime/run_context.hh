@@ -83,13 +83,16 @@ struct RunContext {
   }
 
   // Memory for packets: one pool per source element, shared by its lanes,
-  // sized for what the lanes can hold at once (rings, descriptors, bursts);
-  // last freed, first out unless `lifo` is false (create_packet_pool).
-  rte_mempool *pool_for_source(int element, unsigned data_room, bool lifo = true);
+  // sized for what the lanes can hold at once (rings, descriptors, bursts:
+  // a `live` source's lanes fill whole rings, an offline one's at most
+  // Channel::kOfflineWindow of each); last freed, first out unless `lifo`
+  // is false (create_packet_pool).
+  rte_mempool *pool_for_source(int element, unsigned data_room, bool live, bool lifo = true);
   // The DPDK socket for memory of a segment's lane: its planned node where
   // DPDK has memory, else any.
   int memory_socket(int segment) const;
-  std::vector<unsigned> lane_mbufs;  // by lane
+  std::vector<unsigned> lane_mbufs;          // by lane: what a live source's lanes can hold
+  std::vector<unsigned> lane_mbufs_offline;  // and an offline one's
   std::vector<std::pair<int, rte_mempool *>> pools;
 
   // State one source element shares between its lanes (an opened device).

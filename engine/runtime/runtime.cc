@@ -34,13 +34,13 @@ bool is_pci_address(const std::string &s) {
 
 }  // namespace
 
-rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool lifo) {
+rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool live, bool lifo) {
   for (auto &[e, p] : pools)
     if (e == element) return p;
   unsigned n = 0;
   int segment = -1;  // the source's lanes share its node: the pool lives there
   for (const Lane &l : lanes->lanes)
-    if (l.source == element) n += lane_mbufs[l.id], segment = l.segments.front();
+    if (l.source == element) n += (live ? lane_mbufs : lane_mbufs_offline)[l.id], segment = l.segments.front();
   static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
   std::string name = "pool" + std::to_string(next++);
   rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment), lifo);
@@ -123,8 +123,9 @@ void check_runnable(const LaneGraph &lg) {
                                ") has no run-time implementation yet; it can be checked and planned, not run");
 }
 
-// Packet buffers per lane: its rings and some slack.
-std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg) {
+// Packet buffers per lane: its rings (at most `ring_fill` packets in each)
+// and some slack.
+std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg, unsigned ring_fill) {
   std::vector<unsigned> mbufs(lg.lanes.size(), kLaneMbufSlack);
   for (const Edge &ed : lg.edges) {
     const Node &from = lg.nodes[ed.from];
@@ -132,7 +133,7 @@ std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg) {
     unsigned cap = kMergeCapacity;
     if (from.spec->is_thread_boundary() && from.spec->needs.channel_capacity)
       cap = from.spec->needs.channel_capacity(from);
-    mbufs[from.lane] += cap;
+    mbufs[from.lane] += std::min(cap, ring_fill);
   }
   for (const Node &n : lg.nodes)
     if (n.spec->needs.lane_mbufs && n.lane >= 0) mbufs[n.lane] += n.spec->needs.lane_mbufs(n);
@@ -200,7 +201,8 @@ bool Runtime::setup(std::string *error) {
   const LaneGraph &lg = ctx_.graph();
   try {
     check_runnable(lg);
-    ctx_.lane_mbufs = lane_mbufs_needed(lg);
+    ctx_.lane_mbufs = lane_mbufs_needed(lg, ~0u);
+    ctx_.lane_mbufs_offline = lane_mbufs_needed(lg, Channel::kOfflineWindow);
     const Placement *plan = ctx_.options.placement.get();
     check_plan_cpus(plan);
     if (!init_eal(eal_request_for(lg, ctx_.lane_mbufs, plan, ctx_.options.eal_args), error)) return false;

@@ -138,6 +138,10 @@ class Runtime {
   // recompile() compiles what runs the interpreter again.
   void drop_compiled(const RuntimeElement *e) { programs_.drop_compiled(running_.segments, e); }
   void recompile();
+  // Before a handler write changes what a compilation reads (a Filter's
+  // program, a table's timeouts): a background compilation is given up,
+  // and recompile() afterwards compiles what runs the interpreter.
+  void cancel_compilation() { programs_.cancel(); }
   using CompiledLoop = ProgramCache::CompiledLoop;
   size_t programs_held() const { return programs_.held(); }
   uint64_t compilations_cancelled() const { return programs_.cancelled(); }

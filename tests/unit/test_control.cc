@@ -517,7 +517,9 @@ TEST_CASE("ctl: handlers: a Filter's expression and a FlowTable's timeouts, writ
 
   // Back to tcp: packets pass again. A bad expression is refused and the
   // old one keeps working.
-  REQUIRE(ctl(socket, "write f.expr tcp").status == 0);
+  Run back = ctl(socket, "write f.expr tcp");
+  INFO(back.out);
+  REQUIRE(back.status == 0);
   usleep(300 * 1000);
   Run bad = ctl(socket, "write f.expr 'tcp and and'");
   INFO(bad.out);

@@ -277,6 +277,25 @@ TEST_CASE("jit: a reload cancels the compilation the reload before it started, a
   CHECK(probe.rt->programs_held() == probe.rt->segments().size());
 }
 
+// A handler write started a compilation of the segment it changed (its
+// loop held the old value as a constant); a second write while that
+// compilation ran changed the Filter's program under the compiler's thread
+// (ThreadSanitizer: a data race, one run in ten of the control test). A
+// write now gives up the compilation under way first, and compiles again
+// after.
+TEST_CASE("jit: a handler write gives up the compilation under way before it changes what it reads", "[jit][ctl]") {
+  FusedProbe probe("gen :: TrafficGen(flows 1K, duration 60s, rate 50Kpps);\n"
+                   "gen -> Timestamp(clock pcap) -> Ring(capacity 4K) -> f :: Filter(\"ip\")\n"
+                   "    -> ft :: FlowTable(capacity 64K) -> GCSlicer(table ft) -> FlowLog(\"/dev/null\");\n");
+  REQUIRE(probe.wait_fused(1));
+  ProbeControl control(*probe.rt, "test.pipe");
+  control.write("f.expr", "tcp");  // its segment back on the interpreter, compiled again (about half a second)
+  control.write("f.expr", "udp");  // while that compilation runs
+  CHECK(probe.rt->compilations_cancelled() >= 1);
+  CHECK(control.read("f.expr") == "udp\n");
+  REQUIRE(probe.wait_fused(1));  // the last value's loop
+}
+
 TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refused without it", "[jit]") {
   std::string dir = test::scratch("jit", "plugin");
   std::string plugin = std::string(SLUICE_TEST_PLUGIN_DIR) + "/jit_plugin.so";

@@ -174,6 +174,31 @@ TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[run
   rte_mempool_free(pool);
 }
 
+// An offline source's lanes never hold more than the window of each ring:
+// its pool is sized to that. It was sized to the whole rings (two rings of
+// 64K and 32K: about 105K buffers, every one written when the pool is made,
+// each a page fault without hugepages). A live source's still is.
+TEST_CASE("packet pool: an offline source gets buffers for the window of each ring, a live one for the whole rings",
+          "[runtime]") {
+  auto pool_size = [](const std::string &source) -> unsigned {
+    auto c = test::compile_text(source + " -> Ring(capacity 64K) -> Ring(capacity 32K) -> Discard;");
+    REQUIRE(c->ok);
+    RunOptions o;
+    o.eal_args = {"--no-huge"};
+    Runtime rt(c->pipe, o);
+    std::string err;
+    REQUIRE(rt.setup(&err));
+    REQUIRE(rt.context().pools.size() == 1);
+    return rt.context().pools.front().second->size;
+  };
+  unsigned offline = pool_size("TrafficGen(flows 10, duration 10ms)");
+  unsigned live = pool_size("TrafficGen(flows 10, duration 10ms, rate 1Kpps)");
+  INFO("offline " << offline << ", live " << live);
+  CHECK(live >= 96u * 1024);
+  CHECK(offline >= 2 * Channel::kOfflineWindow);
+  CHECK(offline < 32u * 1024);
+}
+
 namespace {
 // A loop body that counts its passes and otherwise interprets.
 struct CountingProgram : SegmentProgram {

@@ -283,7 +283,7 @@ TEST_CASE("jit: a reload cancels the compilation the reload before it started, a
 // (ThreadSanitizer: a data race, one run in ten of the control test). A
 // write now gives up the compilation under way first, and compiles again
 // after.
-TEST_CASE("jit: a handler write gives up the compilation under way before it changes what it reads", "[jit][ctl]") {
+TEST_CASE("ctl: a handler write gives up the JIT compilation under way before it changes what it reads", "[jit][ctl]") {
   FusedProbe probe("gen :: TrafficGen(flows 1K, duration 60s, rate 50Kpps);\n"
                    "gen -> Timestamp(clock pcap) -> Ring(capacity 4K) -> f :: Filter(\"ip\")\n"
                    "    -> ft :: FlowTable(capacity 64K) -> GCSlicer(table ft) -> FlowLog(\"/dev/null\");\n");

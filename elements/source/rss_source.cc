@@ -31,8 +31,10 @@ const ElementSpec &rss_source_spec() {
           .brief("Receive packets from a NIC or a virtual device")
           .describe(
               "Reads packets from a DPDK device and starts one lane per receive queue. The device is a NIC "
-              "given by its PCI address (`0000:3b:00.0`) or a virtual device: `pcap:FILE` replays a trace "
-              "(several files, comma-separated, are read one after the other), `af_packet:IFACE` and "
+              "given by its PCI address (`0000:3b:00.0`) or a virtual device, or a trace file: `pcap:FILE` "
+              "replays a trace at full speed, each record into the source's DPDK buffers with its "
+              "nanosecond time and wire length, never dropping one (several files, comma-separated, are "
+              "read one after the other), `af_packet:IFACE` and "
               "`af_xdp:IFACE` capture from a kernel interface, and `null` receives nothing, for trying a "
               "graph out.\n\n"
               "With `queues N` the device gets N receive queues and everything downstream is replicated "

@@ -1,6 +1,6 @@
 // One record of a pcap (or pcapng) file, as libpcap reads it: what the
-// runtime's reader of trace files (EthDevice's shadow reader) takes from each
-// record, apart from DPDK, so that it can be tested and fuzzed alone.
+// runtime's reader of trace files (PcapFileReader, behind EthDevice) takes
+// from each record, apart from DPDK, so that it can be tested and fuzzed alone.
 #pragma once
 #include <cstdint>
 
@@ -10,7 +10,6 @@ namespace sluice {
 
 struct PcapRecord {
   uint64_t ns = 0;       // capture time, UNIX nanoseconds
-  uint64_t net_pcap_us = 0;  // the time DPDK's net_pcap gives the same record (pcap_record.cc)
   uint32_t caplen = 0;   // bytes in the file
   uint32_t len = 0;      // length on the wire
   const uint8_t *data = nullptr;  // caplen bytes, valid until the next read
@@ -24,7 +23,5 @@ bool next_pcap_record(pcap *p, PcapRecord &out);
 // A record's capture time in nanoseconds from libpcap's seconds and
 // fraction (read at nanosecond precision).
 uint64_t record_time_ns(int64_t sec, int64_t ns);
-// The time net_pcap computes for the same record, in microseconds.
-uint64_t net_pcap_time_us(int64_t sec, int64_t ns);
 
 }  // namespace sluice

@@ -6,13 +6,13 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf_dyn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/packet/pcap_shadow_reader.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/packet.hh"
 
@@ -86,7 +86,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
   switch (spec.kind) {
     case DeviceSpec::Kind::Pcap: {
       // libpcap opens each file first: a clear error for a missing or bad
-      // file, and the link type (net_pcap passes frames on without it).
+      // file, and the link type of them all.
       int link = -1;
       for (const std::string &f : spec.files) {
         char err[PCAP_ERRBUF_SIZE] = "";
@@ -101,7 +101,6 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
         }
         link = dl;
         pcap_close(p);
-        open_port(vdev_name("net_pcap"), "rx_pcap=" + f, 1);
       }
       link_ = LinkType(link);
       hw_queues_ = 1;
@@ -189,20 +188,20 @@ void EthDevice::open_port(const std::string &vdev, const std::string &args, unsi
       fail("receive queue " + std::to_string(q) + ": " + rte_strerror(-rc));
   }
   if (int rc = rte_eth_dev_start(port); rc != 0) fail(std::string("start: ") + rte_strerror(-rc));
-  if (spec_.kind != DeviceSpec::Kind::Pcap && spec_.kind != DeviceSpec::Kind::Null)
+  if (spec_.kind != DeviceSpec::Kind::Null)
     rte_eth_promiscuous_enable(port);  // a probe sees all traffic; a refusal is not fatal
-  // net_pcap stamps every packet with its capture time without announcing
-  // the offload; NICs stamp when the offload is on.
-  if ((conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_TIMESTAMP) || spec_.kind == DeviceSpec::Kind::Pcap) {
+  // NICs stamp packets when the offload is on.
+  if (conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_TIMESTAMP) {
     int off = rte_mbuf_dynfield_lookup(RTE_MBUF_DYNFIELD_TIMESTAMP_NAME, nullptr);
     int bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
     if (off >= 0 && bit >= 0) ts_offset_ = off, ts_flag_ = 1ull << bit;
   }
-  if (spec_.kind != DeviceSpec::Kind::Pcap) hw_queues_ = nq;
+  hw_queues_ = nq;
   ports_.push_back(port);
 }
 
 EthDevice::~EthDevice() {
+  free_packets(spare_, spares_);
   for (uint16_t p : ports_) {
     rte_eth_dev_stop(p);
     rte_eth_dev_close(p);
@@ -212,68 +211,77 @@ EthDevice::~EthDevice() {
 
 uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   *end = false;
-  if (spec_.kind != DeviceSpec::Kind::Pcap) {
-    uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
-    packets_acquired(pkts, got);
-    for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
-    return got;
-  }
-  while (current_ < ports_.size()) {
-    if (!shadow_) shadow_ = open_shadow(spec_.files[current_]);
-    uint16_t got = rte_eth_rx_burst(ports_[current_], 0, pkts, n);
-    packets_acquired(pkts, got);
-    if (got) {
-      shadow_records(pkts, info, got);
-      empty_polls_ = 0;
-      return got;
-    }
-    // The file is done when the shadow reader has no record left. A record
-    // it still has but that does not come for a long while, with buffers to
-    // spare, was lost by net_pcap: the rest of the file is counted lost.
-    bool done = !held_ && !next_shadow_record();
-    if (!done && ++empty_polls_ > 100000 && rte_mempool_avail_count(pool_) > 4u * n) {
-      do lost_.add(); while (next_shadow_record());
-      held_ = false;
-      done = true;
-    }
-    if (!done) return 0;
-    shadow_.reset();
-    ++current_, empty_polls_ = 0;
-  }
-  *end = true;
-  return 0;
+  if (spec_.kind == DeviceSpec::Kind::Pcap) return read_files(pkts, info, n, end);
+  uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
+  packets_acquired(pkts, got);
+  for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
+  return got;
 }
 
-// net_pcap hands out records in file order and keeps microseconds only; the
-// shadow reader walks the same records. A record whose time (as net_pcap
-// computes it) or length differs from the mbuf's was read by net_pcap and
-// lost for lack of a buffer: it is skipped and counted.
-void EthDevice::shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n) {
-  for (uint16_t i = 0; i < n; ++i) {
-    uint64_t us = timestamp(pkts[i]);
-    info[i] = {us * 1000, pkts[i]->pkt_len};
-    while (held_ || next_shadow_record()) {
-      held_ = false;
-      if (record_.caplen == pkts[i]->pkt_len && (record_.net_pcap_us == us || ts_offset_ < 0)) {
-        info[i] = {record_.ns, record_.len};
-        break;
+// Trace files: each record copied into buffers of the pool, with its
+// nanosecond time and wire length. A record that finds no buffer is held
+// for the next call: an offline source waits, it never drops.
+uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
+  uint16_t got = 0;
+  take_buffers(n);
+  while (got < n && current_ < spec_.files.size()) {
+    if (!file_) {
+      try {
+        file_ = std::make_unique<PcapFileReader>(spec_.files[current_]);
+      } catch (const std::runtime_error &e) {
+        throw std::runtime_error("device '" + spec_.text + "': " + e.what());
       }
-      lost_.add();
     }
+    if (!held_ && !(held_ = file_->next(record_))) {
+      file_.reset();
+      ++current_;
+      continue;
+    }
+    unsigned segments = segments_for(record_.caplen);
+    if (segments > spares_) take_buffers(segments);
+    if (segments > spares_) break;  // the pool is short: the record waits
+    held_ = false;
+    info[got] = {record_.ns, record_.len};
+    pkts[got++] = copy_record(record_, segments);
   }
+  if (current_ == spec_.files.size()) {
+    free_packets(spare_, spares_);
+    spares_ = 0;
+    *end = got == 0;
+  }
+  return got;
 }
 
-std::unique_ptr<PcapShadowReader> EthDevice::open_shadow(const std::string &file) {
-  try {
-    return std::make_unique<PcapShadowReader>(file);
-  } catch (const std::runtime_error &e) {
-    throw std::runtime_error("device '" + spec_.text + "': " + e.what());
-  }
+// Tops the spare buffers up to n, in bulk (one at a time when the pool has
+// fewer than that left).
+void EthDevice::take_buffers(unsigned n) {
+  if (spares_ < n && alloc_packets(pool_, spare_ + spares_, n - spares_) == 0) spares_ = n;
+  while (spares_ < n && alloc_packets(pool_, spare_ + spares_, 1) == 0) ++spares_;
 }
 
-// Reads the shadow's next record into record_ (held until used).
-bool EthDevice::next_shadow_record() {
-  return held_ = shadow_->next(record_);
+// The buffers a record of caplen bytes takes: more than one, chained, where
+// it is longer than a buffer's room (up to kMaxBurst of them, which hold
+// libpcap's largest Ethernet record; the rest of a longer one is cut).
+unsigned EthDevice::segments_for(uint32_t caplen) const {
+  uint32_t room = std::max(rte_pktmbuf_data_room_size(pool_), uint16_t(RTE_PKTMBUF_HEADROOM + 1)) - RTE_PKTMBUF_HEADROOM;
+  return std::clamp<unsigned>((caplen + room - 1) / room, 1, kMaxBurst);
+}
+
+rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
+  rte_mbuf *head = spare_[spares_ - 1], *tail = nullptr;
+  uint32_t done = 0;
+  for (unsigned i = 0; i < segments; ++i) {
+    rte_mbuf *m = spare_[--spares_];
+    uint32_t take = std::min<uint32_t>(r.caplen - done, rte_pktmbuf_tailroom(m));
+    memcpy(rte_pktmbuf_mtod(m, uint8_t *), r.data + done, take);
+    m->data_len = uint16_t(take);
+    if (tail) tail->next = m;
+    tail = m;
+    done += take;
+  }
+  head->nb_segs = uint16_t(segments);
+  head->pkt_len = done;
+  return head;
 }
 
 std::vector<EthDevice::PortStats> EthDevice::port_stats() const {
@@ -291,7 +299,6 @@ std::vector<std::pair<std::string, uint64_t>> EthDevice::losses() const {
     rte_eth_stats st;
     if (rte_eth_stats_get(p, &st) == 0) missed += st.imissed, nombuf += st.rx_nombuf, errors += st.ierrors;
   }
-  if (spec_.kind == DeviceSpec::Kind::Pcap) nombuf = lost_.get();  // what the shadow reader found missing
   return {{"rx missed", missed}, {"rx no buffer", nombuf}, {"rx errors", errors}};
 }
 

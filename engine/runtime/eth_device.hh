@@ -1,8 +1,9 @@
-// DPDK ethdev ports behind RSSSource's device strings: a NIC by PCI address,
-// or a virtual device (pcap files, af_packet, af_xdp, null). Opens and starts
-// the ports, and says what the device can do: how many receive queues it
-// really has (else the runtime spreads packets over lanes in software),
-// whether it stamps packets, whether its input is a finite file.
+// The devices behind RSSSource's device strings: DPDK ethdev ports for a NIC
+// by PCI address or a virtual device (af_packet, af_xdp, null), and trace
+// files read into DPDK mbufs by PcapFileReader (`pcap:`). Opens and starts
+// them, and says what the device can do: how many receive queues it really
+// has (else the runtime spreads packets over lanes in software), whether it
+// stamps packets, whether its input is a finite file.
 #pragma once
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
@@ -14,8 +15,8 @@
 #include <vector>
 
 #include "engine/packet/packet_meta.hh"
-#include "engine/packet/pcap_shadow_reader.hh"
-#include "engine/runtime/counters.hh"
+#include "engine/packet/pcap_file_reader.hh"
+#include "engine/runtime/packet.hh"
 
 namespace sluice {
 
@@ -45,7 +46,7 @@ class EthDevice {
   unsigned hw_queues() const { return hw_queues_; }
   bool finite() const { return spec_.kind == DeviceSpec::Kind::Pcap; }
   LinkType link_type() const { return link_; }
-  bool has_timestamps() const { return ts_offset_ >= 0; }
+  bool has_timestamps() const { return ts_offset_ >= 0 || finite(); }
   bool hw_rss() const { return hw_rss_; }
 
   // What a packet's mbuf does not say: its capture or receive time (UNIX
@@ -55,8 +56,9 @@ class EthDevice {
     uint32_t wire_len;
   };
   // Receives up to n packets from queue q, with their RxInfo. For pcap files,
-  // the files are read one after the other; *end is set once the last is
-  // exhausted.
+  // the files are read one after the other, as far as the pool has buffers
+  // (a record waits for one, it is never dropped); *end is set once the last
+  // is exhausted.
   uint16_t receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
   // Packets the device saw that never reached us, by reason.
   std::vector<std::pair<std::string, uint64_t>> losses() const;
@@ -72,9 +74,10 @@ class EthDevice {
   uint64_t timestamp(const rte_mbuf *m) const {
     return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) : 0;
   }
-  void shadow_records(rte_mbuf **pkts, RxInfo *info, uint16_t n);
-  bool next_shadow_record();
-  std::unique_ptr<PcapShadowReader> open_shadow(const std::string &file);
+  uint16_t read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
+  void take_buffers(unsigned n);
+  unsigned segments_for(uint32_t caplen) const;
+  rte_mbuf *copy_record(const PcapRecord &r, unsigned segments);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -85,19 +88,18 @@ class EthDevice {
   unsigned hw_queues_ = 1;
   bool hw_rss_ = false;
   LinkType link_ = LinkType::Ethernet;
-  std::vector<uint16_t> ports_;        // pcap: one per file, read in order
+  std::vector<uint16_t> ports_;        // ethdev ports (none for pcap files)
   std::vector<std::string> vdevs_;     // to remove at the end
-  size_t current_ = 0;                 // pcap: the file being read
-  Counter lost_;                       // pcap: packets read but lost for lack of buffers (any lane reads)
-  PcapRecord record_;                  // pcap: the shadow's next record, when held_
-  bool held_ = false;
-  unsigned empty_polls_ = 0;
   int ts_offset_ = -1;
   uint64_t ts_flag_ = 0;
-  // pcap: the record headers of the file being read, walked beside
-  // net_pcap, for what it drops: nanoseconds, the wire length, and which
-  // records net_pcap read but lost for lack of buffers.
-  std::unique_ptr<PcapShadowReader> shadow_;
+  // pcap: the file being read, its next record when it waits for buffers,
+  // and buffers taken from the pool in bulk but not yet filled.
+  size_t current_ = 0;
+  std::unique_ptr<PcapFileReader> file_;
+  PcapRecord record_;
+  bool held_ = false;
+  rte_mbuf *spare_[kMaxBurst];
+  unsigned spares_ = 0;
 };
 
 }  // namespace sluice

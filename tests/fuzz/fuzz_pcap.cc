@@ -1,11 +1,11 @@
 // libFuzzer target: any byte string as a trace file (pcap or pcapng), read
 // as RSSSource's pcap path reads one: libpcap opens it with nanosecond time
 // stamps, the link type becomes the parser's (as EthDevice does), each record
-// is taken by next_pcap_record (the shadow reader's step when libpcap reads)
+// is taken by next_pcap_record (the file reader's step when libpcap reads)
 // and its bytes go through the packet parser with the record's wire length. Never a
 // crash, a read outside a record (ASan) or undefined behaviour (UBSan). The
-// same bytes as a file, read by PcapShadowReader (two-page windows, so
-// records cross their edges), give the records libpcap gave, or it
+// same bytes as a file, read by PcapFileReader (4 KiB chunks, so records
+// cross their edges), give the records libpcap gave, bytes and all, or it
 // refuses the file as libpcap did.
 #include <pcap/pcap.h>
 #include <sys/mman.h>
@@ -13,13 +13,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine/packet/parse.hh"
 #include "engine/packet/pcap_record.hh"
-#include "engine/packet/pcap_shadow_reader.hh"
+#include "engine/packet/pcap_file_reader.hh"
 
 using namespace sluice;
 
@@ -27,18 +28,26 @@ static void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-static void check_shadow_reader(const uint8_t *data, size_t size, const std::vector<PcapRecord> &want) {
+// A record as libpcap gave it: its header fields, and its bytes copied
+// (libpcap's buffer is reused by the next read).
+struct Want {
+  PcapRecord header;
+  std::string bytes;
+};
+
+static void check_file_reader(const uint8_t *data, size_t size, const std::vector<Want> &want) {
   int fd = memfd_create("fuzz.pcap", MFD_CLOEXEC);
   if (fd < 0) return;
   bool written = write(fd, data, size) == ssize_t(size);
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   if (written) {
-    PcapShadowReader reader(path, 8192);  // libpcap opened these bytes: so does the reader
+    PcapFileReader reader(path, 4096);  // libpcap opened these bytes: so does the reader
     PcapRecord r;
     size_t n = 0;
     for (; n < want.size() && reader.next(r); ++n) {
-      check(r.ns == want[n].ns && r.net_pcap_us == want[n].net_pcap_us);
-      check(r.caplen == want[n].caplen && r.len == want[n].len);
+      const PcapRecord &w = want[n].header;
+      check(r.ns == w.ns && r.caplen == w.caplen && r.len == w.len);
+      check(r.caplen == 0 || memcmp(r.data, want[n].bytes.data(), r.caplen) == 0);
     }
     check(n == want.size());
     if (want.size() < 100000) check(!reader.next(r));
@@ -58,9 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   LinkType link = LinkType(pcap_datalink(p));  // as EthDevice takes it
   PcapRecord r;
-  std::vector<PcapRecord> records;
+  std::vector<Want> records;
   for (int n = 0; n < 100000 && next_pcap_record(p, r); ++n) {
-    records.push_back(r);
+    records.push_back({r, std::string(reinterpret_cast<const char *>(r.data), r.data ? r.caplen : 0)});
     check(r.data != nullptr || r.caplen == 0);
     PacketMeta m;
     ParseStatus s = parse_packet(r.data, r.caplen, link, m, r.len);
@@ -69,6 +78,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s == ParseStatus::Ok) check(m.payload_offset <= r.caplen);
   }
   pcap_close(p);  // closes f too
-  check_shadow_reader(data, size, records);
+  check_file_reader(data, size, records);
   return 0;
 }

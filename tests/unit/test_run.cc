@@ -1,5 +1,5 @@
 // `sluice run` end to end, as a user runs it: generated traces written and
-// read back through DPDK's net_pcap, software RSS over lanes, every packet
+// read back by the pcap device, software RSS over lanes, every packet
 // element, accounting, errors, --duration and Ctrl-C. Each test runs the
 // real binary (EAL initializes once per process) and checks its output
 // files with libpcap and its counters with --stats-json.
@@ -130,7 +130,7 @@ TEST_CASE("run: TrafficGen -> PcapSink writes exactly the generated traffic", "[
   }
 }
 
-TEST_CASE("run: a trace read through net_pcap and written back is byte-identical", "[run]") {
+TEST_CASE("run: a trace read by the pcap device and written back is byte-identical", "[run]") {
   std::string dir = scratch("roundtrip");
   std::string trace = make_trace(dir);
   std::string cfg = write_file(dir + "/rt.pipe", "src :: RSSSource(device \"pcap:" + trace +
@@ -146,8 +146,8 @@ TEST_CASE("run: a trace read through net_pcap and written back is byte-identical
 }
 
 // libpcap 1.10 reads a record's 32-bit seconds as signed: from 2038 on (2^31
-// s) they come negative, and the shadow reader (which checks what net_pcap
-// read) took every such record for one net_pcap lost.
+// s) they come negative, and the reader that checked what DPDK's net_pcap
+// read took every such record for one net_pcap lost.
 TEST_CASE("run: capture times from 2038 on, in micro- and nanosecond files, lose nothing and keep their time", "[run]") {
   std::string dir = scratch("y2038");
   std::vector<PcapRecord> trace = read_records(make_trace(dir));

@@ -1,8 +1,7 @@
-#include "engine/packet/pcap_shadow_reader.hh"
+#include "engine/packet/pcap_file_reader.hh"
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,7 +64,7 @@ ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f
   // libpcap 1.10 reads the seconds and the fraction as signed 32 bits, but
   // as unsigned in a file of the other byte order (its byte swap yields an
   // unsigned value): 2038 and later, and fractions of 2^31 and more, give
-  // other times there. The same here, so that the times match net_pcap's.
+  // other times there. The same here, so that the times are libpcap's.
   uint32_t raw_sec = load32(hdr, f.swapped), raw_frac = load32(hdr + 4, f.swapped);
   int64_t sec = f.swapped ? int64_t(raw_sec) : int64_t(int32_t(raw_sec));
   int64_t frac = f.swapped ? int64_t(raw_frac) : int64_t(int32_t(raw_frac));
@@ -73,77 +72,68 @@ ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f
   if (caplen > f.snapshot || caplen > len) return ClassicRecord::ToLibpcap;  // libpcap cuts or rejects these
   // At nanosecond precision libpcap scales a microsecond fraction by 1000.
   int64_t ns = f.nanoseconds ? frac : frac * 1000;
-  out = {record_time_ns(sec, ns), net_pcap_time_us(sec, ns), caplen, len, nullptr};
+  out = {record_time_ns(sec, ns), caplen, len, nullptr};
   return ClassicRecord::Ok;
 }
 
-PcapShadowReader::PcapShadowReader(const std::string &file, size_t window) : file_(file) {
-  size_t page = size_t(sysconf(_SC_PAGESIZE));
-  // Two pages at least: a header that starts in a window's first page ends in it.
-  window_ = std::max(2 * page, (window + page - 1) / page * page);
+PcapFileReader::PcapFileReader(const std::string &file, size_t chunk) : file_(file), chunk_(std::max<size_t>(chunk, 4096)) {
   fd_.fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_.fd < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
-  struct stat st;
-  if (fstat(fd_.fd, &st) == 0 && S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
   uint8_t header[kFileHeader];
-  if (size_ >= kFileHeader && pread(fd_.fd, header, kFileHeader, 0) == ssize_t(kFileHeader) &&
-      classic_pcap_format(header, kFileHeader, format_)) {
+  if (pread(fd_.fd, header, kFileHeader, 0) == ssize_t(kFileHeader) && classic_pcap_format(header, kFileHeader, format_)) {
     walking_ = true;
-    offset_ = kFileHeader;
+    cap_ = chunk_ + kRecordHeader + format_.snapshot;
+    buf_ = std::make_unique_for_overwrite<uint8_t[]>(cap_);
+    read_offset_ = kFileHeader;
   } else {
     to_libpcap();
   }
 }
 
-PcapShadowReader::~PcapShadowReader() {
-  unmap();
+PcapFileReader::~PcapFileReader() {
   if (pcap_) pcap_close(pcap_);  // before buffer_ goes
 }
 
-PcapShadowReader::Descriptor::~Descriptor() {
+PcapFileReader::Descriptor::~Descriptor() {
   if (fd >= 0) close(fd);
 }
 
-bool PcapShadowReader::next(PcapRecord &out) {
+bool PcapFileReader::next(PcapRecord &out) {
   if (walking_) {
     // A truncated header or body ends the file, as libpcap's read error does.
-    if (offset_ + kRecordHeader > size_) return walking_ = false;
-    bool handover = offset_ + kRecordHeader > map_offset_ + map_len_ && !map_at(offset_);
-    if (handover || classic_pcap_record(map_ + (offset_ - map_offset_), format_, out) == ClassicRecord::ToLibpcap) {
+    if (!have(kRecordHeader)) return walking_ = false;
+    if (classic_pcap_record(buf_.get() + pos_, format_, out) == ClassicRecord::ToLibpcap) {
       try {
         to_libpcap();
       } catch (const std::runtime_error &) {
-        return false;  // the file ends here for the shadow; net_pcap's packets keep their own times
+        return false;  // the file ends here
       }
       return next(out);
     }
-    uint64_t end = offset_ + kRecordHeader + out.caplen;
-    if (end > size_) return walking_ = false;
-    offset_ = end;
+    if (!have(kRecordHeader + out.caplen)) return walking_ = false;  // caplen <= snapshot: it fits
+    out.data = buf_.get() + pos_ + kRecordHeader;
+    pos_ += kRecordHeader + out.caplen;
     ++records_;
     return true;
   }
   if (!pcap_ || !next_pcap_record(pcap_, out)) return false;
-  out.data = nullptr;  // as when walked: the shadow reads no packets
   ++records_;
   return true;
 }
 
-// Maps the window that starts at the page of `offset`.
-bool PcapShadowReader::map_at(uint64_t offset) {
-  unmap();
-  uint64_t start = offset & ~uint64_t(sysconf(_SC_PAGESIZE) - 1);
-  size_t len = size_t(std::min<uint64_t>(window_, size_ - start));
-  void *p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd_.fd, off_t(start));
-  if (p == MAP_FAILED) return false;
-  madvise(p, len, MADV_SEQUENTIAL);  // read ahead; the pages behind may go
-  map_ = static_cast<const uint8_t *>(p), map_offset_ = start, map_len_ = len;
+// Moves what is left of the buffer to its start and reads chunks after it
+// until n bytes are there; false at the end of the file (or an error).
+bool PcapFileReader::have(size_t n) {
+  if (fill_ - pos_ >= n) return true;
+  memmove(buf_.get(), buf_.get() + pos_, fill_ - pos_);
+  fill_ -= pos_, pos_ = 0;
+  while (fill_ < n) {
+    ssize_t got = pread(fd_.fd, buf_.get() + fill_, std::min(chunk_, cap_ - fill_), off_t(read_offset_));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    fill_ += size_t(got), read_offset_ += uint64_t(got);
+  }
   return true;
-}
-
-void PcapShadowReader::unmap() {
-  if (map_) munmap(const_cast<uint8_t *>(map_), map_len_);
-  map_ = nullptr, map_offset_ = 0, map_len_ = 0;
 }
 
 // libpcap reads the file from the start, through a descriptor of the one
@@ -151,9 +141,9 @@ void PcapShadowReader::unmap() {
 // given so far are skipped. With a 64 KiB stdio buffer: the default (the
 // file system's block, 4 KiB) made a read() per 4 KiB; 1 MiB measured slower
 // (the copies out of the kernel missed the caches).
-void PcapShadowReader::to_libpcap() {
+void PcapFileReader::to_libpcap() {
   walking_ = false;
-  unmap();
+  buf_.reset();
   int fd = dup(fd_.fd);
   FILE *f = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? nullptr : fdopen(fd, "rb");
   if (!f) {

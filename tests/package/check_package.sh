@@ -21,7 +21,7 @@ echo "   $DEB"
 
 # DPDK's drivers are loaded at run time: dpkg-shlibdeps cannot see them.
 DEPENDS=$(dpkg-deb -f "$DEB" Depends)
-for pmd in librte-net-pcap23 librte-net-af-packet23 librte-mempool-ring23 librte-mempool-stack23 librte-bus-vdev23 librte-eal23 libllvm19; do
+for pmd in librte-net-af-packet23 librte-mempool-ring23 librte-mempool-stack23 librte-bus-vdev23 librte-eal23 libllvm19; do
   [[ "$DEPENDS" == *"$pmd"* ]] || fail "Depends lacks $pmd: $DEPENDS"
 done
 # Every dependency exists in the archive, in a version that satisfies it

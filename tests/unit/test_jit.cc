@@ -5,6 +5,8 @@
 // fused loops and the interpreter give the same records and counters.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -75,9 +77,11 @@ struct FusedProbe {
   ~FusedProbe() {
     if (runner.joinable()) rt->request_abort(), runner.join();
   }
-  // Waits until every segment runs a fused loop compiled `n` times (or more).
+  // Waits until every segment runs a fused loop compiled `n` times (or
+  // more): up to a minute, since a background compilation runs at nice 19
+  // and a loaded machine (the tests run two at a time) leaves it little.
   bool wait_fused(unsigned n) {
-    for (int i = 0; i < 1000; ++i) {
+    for (int i = 0; i < 6000; ++i) {
       bool all = true;
       {
         auto lock = rt->structure_lock();
@@ -294,6 +298,36 @@ TEST_CASE("ctl: a handler write gives up the JIT compilation under way before it
   CHECK(probe.rt->compilations_cancelled() >= 1);
   CHECK(control.read("f.expr") == "udp\n");
   REQUIRE(probe.wait_fused(1));  // the last value's loop
+}
+
+// A compilation in the background (the run started on the interpreter, a
+// reload, a handler write) takes only the cpu the segments leave: its
+// thread runs at nice 19. At the default priority it took half of the cpu
+// of the segment it shared one with, for as long as it compiled.
+TEST_CASE("jit: a compilation in the background runs its thread at nice 19", "[jit]") {
+  FusedProbe probe("gen :: TrafficGen(flows 1K, duration 60s, rate 50Kpps);\n"
+                   "gen -> Timestamp(clock pcap) -> Ring(capacity 4K) -> f :: Filter(\"ip\")\n"
+                   "    -> ft :: FlowTable(capacity 64K) -> GCSlicer(table ft) -> FlowLog(\"/dev/null\");\n");
+  REQUIRE(probe.wait_fused(1));
+  ProbeControl control(*probe.rt, "test.pipe");
+  control.write("f.expr", "tcp");  // its segment compiled again, in the background (about half a second)
+  int nice = -100;
+  for (int i = 0; i < 5000 && nice == -100; ++i) {
+    for (const auto &t : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(t.path() / "comm"), stat(t.path() / "stat");
+      std::string name, line;
+      std::getline(comm, name);
+      if (name != "sl-jit" || !std::getline(stat, line)) continue;
+      // after "(comm) ": state is field 3, nice field 19
+      std::istringstream fields(line.substr(line.rfind(')') + 2));
+      std::string f;
+      for (int k = 3; k <= 19 && fields >> f; ++k)
+        if (k == 19) nice = std::stoi(f);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(nice == 19);
+  REQUIRE(probe.wait_fused(1));
 }
 
 TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refused without it", "[jit]") {

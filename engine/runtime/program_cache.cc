@@ -109,13 +109,14 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   thread_ = std::thread([this, todo] {
     compile_here(compiler_cpu_);
     // The segments are already running on the interpreter: this thread
-    // takes what cpu they leave (nice 19, this thread only). At the
-    // default priority it took half of the cpu a segment shared with it for
-    // the second or so of a compilation: a two-segment probe on two cpus
-    // took 1.9x as long on a 3M-packet trace as without the JIT, 1.2x at
-    // nice 19 (docs/performance.md). Where housekeeping has a cpu of its
-    // own, nothing changes.
-    setpriority(PRIO_PROCESS, 0, 19);
+    // takes what cpu they leave (nice 19 by default, this thread only). At
+    // the default priority it took half of the cpu a segment shared with it
+    // for the second or so of a compilation: a two-segment probe on two
+    // cpus took 1.9x as long on a 3M-packet trace as without the JIT, 1.2x
+    // at nice 19 (docs/performance.md). Where housekeeping has a cpu of its
+    // own, nothing changes; where the segments keep every cpu busy, the
+    // fused loops wait for them to leave some.
+    if (background_nice_ != 0) setpriority(PRIO_PROCESS, 0, background_nice_);
     for (SegmentRunner *s : todo) {
       if (s->done()) continue;  // nothing would run the loop
       if (stopping_) {

@@ -19,10 +19,13 @@ class ProgramCache {
  public:
   ~ProgramCache() { wait(); }
 
-  // The compiler, and the cpu its thread runs on (the housekeeping cpu; -1: any).
-  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) {
+  // The compiler, the cpu its thread runs on (the housekeeping cpu; -1:
+  // any), and the nice value of a compilation in the background (19: only
+  // the cpu the running segments leave; program_cache.cc).
+  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu, int background_nice = 19) {
     compiler_ = std::move(compiler);
     compiler_cpu_ = cpu;
+    background_nice_ = background_nice;
   }
   bool enabled() const { return compiler_ != nullptr; }
   // The loop every segment runs until its own is compiled.
@@ -87,6 +90,7 @@ class ProgramCache {
   InterpretedProgram interpreter_;
   std::shared_ptr<ProgramCompiler> compiler_;
   int compiler_cpu_ = -1;
+  int background_nice_ = 19;
   mutable std::mutex mutex_;
   // Programs by the segment they were compiled for. One goes when nothing
   // can run it any more: its segment switched away from it on its own

@@ -123,7 +123,9 @@ class Runtime {
   // starts the segments on them) and fails on the first segment that cannot
   // be compiled. After a hot reload, and after a handler write changed an
   // element's configuration, segments are compiled again in the background.
-  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu) { programs_.set_compiler(std::move(compiler), cpu); }
+  void set_compiler(std::shared_ptr<ProgramCompiler> compiler, int cpu, int background_nice = 19) {
+    programs_.set_compiler(std::move(compiler), cpu, background_nice);
+  }
   bool compile_programs(std::string *error, std::vector<std::string> *ir = nullptr) {
     return programs_.compile_all(running_.segments, error, ir);
   }

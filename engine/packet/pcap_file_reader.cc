@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>

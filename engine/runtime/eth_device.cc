@@ -104,6 +104,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
       }
       link_ = LinkType(link);
       hw_queues_ = 1;
+      buffer_room_ = std::max<uint32_t>(rte_pktmbuf_data_room_size(pool), RTE_PKTMBUF_HEADROOM + 1) - RTE_PKTMBUF_HEADROOM;
       break;
     }
     case DeviceSpec::Kind::AfPacket:
@@ -263,8 +264,7 @@ void EthDevice::take_buffers(unsigned n) {
 // it is longer than a buffer's room (up to kMaxBurst of them, which hold
 // libpcap's largest Ethernet record; the rest of a longer one is cut).
 unsigned EthDevice::segments_for(uint32_t caplen) const {
-  uint32_t room = std::max(rte_pktmbuf_data_room_size(pool_), uint16_t(RTE_PKTMBUF_HEADROOM + 1)) - RTE_PKTMBUF_HEADROOM;
-  return std::clamp<unsigned>((caplen + room - 1) / room, 1, kMaxBurst);
+  return std::clamp<unsigned>((caplen + buffer_room_ - 1) / buffer_room_, 1, kMaxBurst);
 }
 
 rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {

@@ -100,6 +100,7 @@ class EthDevice {
   bool held_ = false;
   rte_mbuf *spare_[kMaxBurst];
   unsigned spares_ = 0;
+  uint32_t buffer_room_ = 1;  // bytes of a record one of the pool's buffers holds
 };
 
 }  // namespace sluice

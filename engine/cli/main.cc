@@ -216,6 +216,7 @@ struct JitChoice {
   bool wait = false;  // --jit-wait: every loop compiled before the run starts
   std::string cpu;
   std::string print_after;  // plan --emit-ir-after: a pass of the JIT, or "all"
+  int nice = 19;  // --jit-nice: of the compilations while the segments run
 };
 
 // The JIT for a run: with `wait` (or for the IR) every segment's loop
@@ -226,7 +227,7 @@ bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std:
   std::string err;
   std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, jit.print_after}, &err);
   if (compiler) {
-    rt.set_compiler(compiler, housekeeping_cpu);
+    rt.set_compiler(compiler, housekeeping_cpu, jit.nice);
     if (!jit.wait && !ir) {
       rt.compile_when_running();
       return true;
@@ -426,6 +427,12 @@ struct PlanCommand {
                     "as --emit-ir, but print each segment's module after each run of PASS of the JIT (" + pass_list +
                         "), or of every pass (all), with what the pass did")
         ->type_name("PASS");
+    cmd->add_option("--jit-nice", jit.nice,
+                    "the nice value of the JIT's compilations while the segments run: 19 (the default) lets them "
+                    "take only the cpu the segments and other programs leave, 0 compiles as fast as the machine "
+                    "allows")
+        ->type_name("N")
+        ->check(CLI::Range(0, 19));
     cmd->add_option("--jit-cpu", jit.cpu, "with --emit-ir: the code generation target (as for run)")
         ->type_name("NAME");
   }
@@ -491,6 +498,12 @@ struct RunCommand {
                 "data: flow records lost (a collector away, a full export queue, a failed write) or a failed write "
                 "of a FlowLog or PcapSink. Packet drops (filtered, not sampled, a full ring) do not change the "
                 "status: the summary counts them by reason.");
+    cmd->add_option("--jit-nice", jit.nice,
+                    "the nice value of the JIT's compilations while the segments run: 19 (the default) lets them "
+                    "take only the cpu the segments and other programs leave, 0 compiles as fast as the machine "
+                    "allows")
+        ->type_name("N")
+        ->check(CLI::Range(0, 19));
     cmd->add_option("--jit-cpu", jit.cpu,
                     "the JIT's code generation target: an LLVM CPU name (x86-64-v3, znver3, ...) or `host`; "
                     "default x86-64-v3 where the machine has it, which measured faster here than `host`")

@@ -4,15 +4,23 @@
 #   tests/bench/bench_matrix.sh
 #
 # Points: FLOWS (default "10K 100K 1M 10M") concurrent flows x SIZES
-# ("64B imix") x LANES ("1 2"); at each point the fused loops (`--jit-wait`:
-# every packet through them) and the interpreter (`--no-jit`), REPS runs
-# each (default 3), interleaved. The graph is the default probe's
-# (configs/flowprobe.pipe) fed by TrafficGen in memory instead of a port:
+# ("64B imix") x LANES ("1 2") x SHAPES ("ring rtc"); at each point the
+# fused loops (`--jit-wait`: every packet through them) and the interpreter
+# (`--no-jit`), REPS runs each (default 3), interleaved. The graph is the
+# default probe's (configs/flowprobe.pipe) fed by TrafficGen in memory
+# instead of a port:
 #
 #   TrafficGen(queues LANES) -> Timestamp -> Ring(64K) -> Filter("ip or ip6")
 #     -> FlowTable(2 x FLOWS / LANES slots, idle 1s, direction bi) -> GCSlicer
 #     -> shared IPFIXExporter(rate 100Gbps: UDP to a bound socket on loopback,
 #        never read; the default 20 Mbps pace would hold the lanes back)
+#
+# Shape `ring` is that graph: each lane is two threads, acquisition and
+# metering, with the ring between them (DPDKStat's buffer against bursts).
+# Shape `rtc` (run to completion) leaves the Ring out: each lane is one
+# thread that receives and meters its packets, as nProbe Cento's and
+# FastClick's do, so N lanes need N cores (the shared exporter's thread
+# besides). On a 2-core machine only `rtc` gives each of 2 lanes a core.
 #
 # Flows arrive at FLOWS/1.5 per second of trace time and leave 1 s after
 # their last packet or on FIN/RST, so the tables hold about FLOWS at once;
@@ -34,7 +42,7 @@
 # The trace is generated into memory before the run (not counted); a point
 # that would not fit in free memory is skipped with a message.
 #
-# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, REPS.
+# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, SHAPES, REPS.
 # These machines are shared and noisy: compare figures of one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,6 +51,7 @@ REPS=${REPS:-3}
 read -r -a FLOW_POINTS <<< "${FLOWS:-10K 100K 1M 10M}"
 read -r -a SIZE_POINTS <<< "${SIZES:-64B imix}"
 read -r -a LANE_POINTS <<< "${LANES:-1 2}"
+read -r -a SHAPE_POINTS <<< "${SHAPES:-ring rtc}"
 BASE=${BASE:-}
 MODES=(jit interp)
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
@@ -76,19 +85,20 @@ med() { awk -v p="$1" -v m="$2" -v k="$3" '$1 == p && $2 == m && $3 == k {print 
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; else echo -; fi; }
 fmt() { if [ -n "$1" ]; then printf "%.${2:-2}f" "$1"; else echo -; fi; }
 
-# pipe FLOWS SIZE LANES FILE: writes the graph, prints the MiB it needs
+# pipe FLOWS SIZE LANES SHAPE FILE: writes the graph, prints the MiB it needs
 pipe() {
-  local c rate ppf shape dur cap sizes
+  local c rate ppf shape dur cap sizes ring=" -> Ring(capacity 64K)"
+  [ "$4" = rtc ] && ring=""
   c=$(num "$1")
   rate=$((c * 2 / 3)); ppf=15; shape=""
   if [ "$c" -ge 10000000 ]; then ppf=6; shape=", flow_size_max 1"; fi
   dur=$((16000000 / (rate * ppf))); [ "$dur" -ge 2 ] || dur=2
   cap=$((c * 2 / $3))
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
-  cat > "$4" <<PIPE
+  cat > "$5" <<PIPE
 src :: TrafficGen(flows 1G, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
 exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
-src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
+src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
     -> GCSlicer(table ft, period 1s, slices 1000) -> exp;
 PIPE
@@ -134,38 +144,41 @@ echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE${
 [ "$LLC" = 1 ] || echo "LLC misses: perf stat cannot count them on this machine (LLC-load-misses <not supported>)"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
-    for l in "${LANE_POINTS[@]}"; do
-      point="$f/$z/${l}L"
-      need=$(pipe "$f" "$z" "$l" "$TMP/p.pipe")
-      if [ "$need" -gt $(($(avail_mb) * 3 / 4)) ]; then
-        echo "  $point skipped: needs about $need MiB, $(avail_mb) MiB available"; continue
-      fi
-      for ((r = 1; r <= REPS; r++)); do
-        if ((r % 2)); then order=("${MODES[@]}"); else order=($(printf '%s\n' "${MODES[@]}" | tac)); fi
-        for m in "${order[@]}"; do run_once "$point" "$m" "$TMP/p.pipe"; done
+    for sh in "${SHAPE_POINTS[@]}"; do
+      for l in "${LANE_POINTS[@]}"; do
+        point="$f/$z/${l}L/$sh"
+        need=$(pipe "$f" "$z" "$l" "$sh" "$TMP/p.pipe")
+        if [ "$need" -gt $(($(avail_mb) * 3 / 4)) ]; then
+          echo "  $point skipped: needs about $need MiB, $(avail_mb) MiB available"; continue
+        fi
+        for ((r = 1; r <= REPS; r++)); do
+          if ((r % 2)); then order=("${MODES[@]}"); else order=($(printf '%s\n' "${MODES[@]}" | tac)); fi
+          for m in "${order[@]}"; do run_once "$point" "$m" "$TMP/p.pipe"; done
+        done
+        printf '  %-20s jit %s Mpps, interp %s Mpps%s\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
+          "$(fmt "$(med "$point" interp mpps)")" "${BASE:+, base $(fmt "$(med "$point" base mpps)") Mpps}"
       done
-      printf '  %-16s jit %s Mpps, interp %s Mpps%s\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
-        "$(fmt "$(med "$point" interp mpps)")" "${BASE:+, base $(fmt "$(med "$point" base mpps)") Mpps}"
     done
   done
 done
-
 echo
 echo "== the default probe in memory: median of $REPS; ${MODEL:-?}, nproc $(nproc)"
-printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' flows size lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L "vs base"
+printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' flows size shape lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L "vs base"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
-    for l in "${LANE_POINTS[@]}"; do
-      point="$f/$z/${l}L"
-      grep -q "^$point " "$RES" || continue
-      for m in "${MODES[@]}"; do
-        jr=""; [ "$m" = jit ] && jr=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" interp mpps_core)")
-        vb=""; [ "$m" = jit ] && [ -n "$BASE" ] && vb=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" base mpps_core)")
-        sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L" "$m" mpps)")
-        llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
-        printf '  %-7s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' "$f" "$z" "$l" "$m" \
-          "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
-          "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
+    for sh in "${SHAPE_POINTS[@]}"; do
+      for l in "${LANE_POINTS[@]}"; do
+        point="$f/$z/${l}L/$sh"
+        grep -q "^$point " "$RES" || continue
+        for m in "${MODES[@]}"; do
+          jr=""; [ "$m" = jit ] && jr=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" interp mpps_core)")
+          vb=""; [ "$m" = jit ] && [ -n "$BASE" ] && vb=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" base mpps_core)")
+          sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L/$sh" "$m" mpps)")
+          llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
+          printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' "$f" "$z" "$sh" "$l" "$m" \
+            "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
+            "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
+        done
       done
     done
   done

@@ -23,6 +23,9 @@
 #                  Timestamp -> Filter -> FlowTable -> GCSlicer -> IPFIXExporter, --jit
 #   sluice-interp  the same, --no-jit
 #   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
+#                  (each lane two threads: its reading, its metering)
+#   sluice-2rtc    2 lanes without the rings, --jit: each lane one thread
+#                  that reads the file, keeps its share and meters it
 #   softflowd      softflowd -r FILE (Debian's), NetFlow v9 to the bound socket
 #   nfpcapd        nfdump's nfpcapd -r FILE, flows to nfcapd files
 # Reported: the median whole-process wall time of each, its packets per
@@ -33,8 +36,8 @@
 # flow out: with DISTINCT=0 the copies' flows merge into flows lasting a
 # million seconds; with distinct copies it holds every flow to the end.
 # VARIANTS="sluice-jit softflowd" runs a subset. BASE=path/to/an/older/sluice
-# adds base-jit and base-interp, the one-lane probe run by that binary
-# (`--jit`, `--no-jit`), interleaved with the others: a change measured side
+# adds base-jit, base-interp and base-2lanes, base-2rtc: the same graphs
+# run by that binary, interleaved with the others: a change measured side
 # by side.
 # These machines are shared and noisy: compare the figures of one run.
 set -euo pipefail
@@ -45,7 +48,7 @@ REPS=${REPS:-5}
 CACHE=${BENCH_CACHE:-build/bench-cache}
 SRC=../shared/traces/ndpi_merged.pcap
 BASE=${BASE:-}
-read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes softflowd nfpcapd${BASE:+ base-jit base-interp}}"
+read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes sluice-2rtc softflowd nfpcapd${BASE:+ base-jit base-interp base-2lanes base-2rtc}}"
 if [ ! -f "$SRC" ]; then
   echo "skipped: $SRC is not there (the shared real traces)"; exit 0
 fi
@@ -87,14 +90,23 @@ exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
 PIPE
+cat > "$TMP/two-rtc.pipe" <<PIPE
+src :: RSSSource(device "pcap:$TRACE", queues 2);
+exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
+src -> Timestamp(clock pcap) -> Filter("ip or ip6")
+    -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
+PIPE
 
 run_variant() {
   case $1 in
     sluice-jit) "$SLUICE" run -q --jit "$TMP/one.pipe";;
     sluice-interp) "$SLUICE" run -q --no-jit "$TMP/one.pipe";;
     sluice-2lanes) "$SLUICE" run -q --jit "$TMP/two.pipe";;
+    sluice-2rtc) "$SLUICE" run -q --jit "$TMP/two-rtc.pipe";;
     base-jit) "$BASE" run -q --jit "$TMP/one.pipe";;
     base-interp) "$BASE" run -q --no-jit "$TMP/one.pipe";;
+    base-2lanes) "$BASE" run -q --jit "$TMP/two.pipe";;
+    base-2rtc) "$BASE" run -q --jit "$TMP/two-rtc.pipe";;
     softflowd) softflowd -r "$TRACE" -n 127.0.0.1:$PORT -v 9 -m 1000000 -d;;
     nfpcapd) rm -rf "$TMP/nf" && mkdir "$TMP/nf" && nfpcapd -r "$TRACE" -w "$TMP/nf";;
     *) echo "unknown variant $1" >&2; exit 2;;

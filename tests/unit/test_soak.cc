@@ -155,7 +155,8 @@ TEST_CASE("soak: 200 reloads under traffic: memory and descriptors flat, every r
   };
 
   std::string socket = dir + "/ctl.sock";
-  Probe probe(write_file(dir + "/start.pipe", graph(0)) + " -q --control " + socket + " --stats-json " + dir +
+  // --jit-nice 0: the loops it waits for compile beside CI's other tests
+  Probe probe(write_file(dir + "/start.pipe", graph(0)) + " -q --jit-nice 0 --control " + socket + " --stats-json " + dir +
                   "/stats.json",
               dir + "/probe.log");
   for (int i = 0; i < 200 && ctl(socket, "help").status != 0; ++i) {

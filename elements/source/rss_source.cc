@@ -41,8 +41,7 @@ const ElementSpec &rss_source_spec() {
               "once per queue, with `$queue` bound to the queue number. The RSS hash is symmetric, so both "
               "directions of a connection land in the same lane and a bidirectional flow is metered in one "
               "place. Devices that have no RSS (pcap, af_packet, null) get the same symmetric Toeplitz hash "
-              "computed in software. A trace file is read by every lane on its own, each keeping the packets "
-              "the hash gives it, so no lane waits for another or is handed packets across cores.\n\n"
+              "computed in software.\n\n"
               "Headers are parsed once, here, into per-packet metadata that every later element reads: L2 "
               "with VLAN, QinQ and MPLS, IPv4 and IPv6 with extension headers, TCP, UDP, ICMP, fragments.")
           .arg(ArgSpec::string("device")
@@ -119,6 +118,11 @@ void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, 
   a.if_index = where.if_index;
   a.flow_direction = where.direction;
   a.labels.count = 0;
+}
+
+const ToeplitzHash &software_rss_key(bool symmetric) {
+  static const ToeplitzHash sym(ToeplitzHash::kSymmetricKey), ms(ToeplitzHash::kMicrosoftKey);
+  return symmetric ? sym : ms;
 }
 
 // One device shared by the lanes of one RSSSource. When the device spreads
@@ -218,7 +222,7 @@ class RSSSourceRuntime final : public SourceElement {
       r->lanes = lanes_;
       r->burst = burst_;
       r->software = r->dev->hw_queues() < lanes_;
-      r->hash = &software_rss_hash(arg("symmetric").integer != 0);
+      r->hash = &software_rss_key(arg("symmetric").integer != 0);
       r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
       if (r->software)
         for (unsigned l = 0; l < lanes_; ++l) {
@@ -278,19 +282,12 @@ class RSSSourceRuntime final : public SourceElement {
   }
 
   void report(std::vector<std::string> &lines) const override {
-    if (!reader_ || lane_index() != 0) return;
-    std::string symmetric = arg("symmetric").integer ? "symmetric " : "";
-    std::string how;
-    if (spec_.kind == DeviceSpec::Kind::Pcap)
-      how = lanes_ == 1 ? "read by one lane"
-                        : "read by each of " + std::to_string(lanes_) + " lanes, keeping its share by the " + symmetric +
-                              "software RSS hash";
-    else
-      how = std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
-            (reader_->software ? symmetric + "software RSS over " + std::to_string(lanes_) + " lanes"
-             : reader_->dev->hw_rss() ? "NIC RSS"
-                                      : "one queue per lane");
-    lines.push_back("device " + spec_.text + ": " + how);
+    if (!reader_) return;
+    if (lane_index() == 0)
+      lines.push_back("device " + spec_.text + ": " + std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
+                      (reader_->software ? std::string(arg("symmetric").integer ? "symmetric " : "") + "software RSS over " +
+                                               std::to_string(lanes_) + " lanes"
+                                         : reader_->dev->hw_rss() ? "NIC RSS" : "one queue per lane"));
   }
 
  private:

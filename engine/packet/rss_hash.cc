@@ -58,11 +58,9 @@ uint32_t rss_hash(const PacketMeta &m, const ToeplitzHash &hash) {
                : hash.hash_ipv6(m.src_addr, m.dst_addr);
 }
 
-uint32_t symmetric_hash(const PacketMeta &m) { return rss_hash(m, software_rss_hash(true)); }
-
-const ToeplitzHash &software_rss_hash(bool symmetric) {
-  static const ToeplitzHash sym(ToeplitzHash::kSymmetricKey), ms(ToeplitzHash::kMicrosoftKey);
-  return symmetric ? sym : ms;
+uint32_t symmetric_hash(const PacketMeta &m) {
+  static const ToeplitzHash hash(ToeplitzHash::kSymmetricKey);
+  return rss_hash(m, hash);
 }
 
 }  // namespace sluice

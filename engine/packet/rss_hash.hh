@@ -111,8 +111,5 @@ inline uint32_t lane_for(uint32_t hash, uint32_t lanes) {
 uint32_t symmetric_hash(const PacketMeta &m);
 // The same inputs hashed with any key (e.g. kMicrosoftKey, not symmetric).
 uint32_t rss_hash(const PacketMeta &m, const ToeplitzHash &hash);
-// The hash software RSS spreads lanes by: kSymmetricKey, or (symmetric
-// false) kMicrosoftKey, the default of most NIC drivers. Built once.
-const ToeplitzHash &software_rss_hash(bool symmetric);
 
 }  // namespace sluice

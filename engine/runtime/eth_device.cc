@@ -13,7 +13,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/packet.hh"
 
@@ -104,11 +103,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
         pcap_close(p);
       }
       link_ = LinkType(link);
-      // Every queue its own reader: several lanes need no software RSS, and
-      // the hash each record got travels with it, as a NIC's would.
-      hw_queues_ = std::max(queues, 1u);
-      cursors_ = std::vector<FileCursor>(hw_queues_);
-      if (hw_queues_ > 1) rss_ = &software_rss_hash(symmetric), hw_rss_ = true;
+      hw_queues_ = 1;
       buffer_room_ = std::max<uint32_t>(rte_pktmbuf_data_room_size(pool), RTE_PKTMBUF_HEADROOM + 1) - RTE_PKTMBUF_HEADROOM;
       break;
     }
@@ -207,7 +202,7 @@ void EthDevice::open_port(const std::string &vdev, const std::string &args, unsi
 }
 
 EthDevice::~EthDevice() {
-  for (FileCursor &c : cursors_) free_packets(c.spare, c.spares);
+  free_packets(spare_, spares_);
   for (uint16_t p : ports_) {
     rte_eth_dev_stop(p);
     rte_eth_dev_close(p);
@@ -217,69 +212,52 @@ EthDevice::~EthDevice() {
 
 uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   *end = false;
-  if (spec_.kind == DeviceSpec::Kind::Pcap) return read_files(cursors_[q], q, pkts, info, n, end);
+  if (spec_.kind == DeviceSpec::Kind::Pcap) return read_files(pkts, info, n, end);
   uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
   packets_acquired(pkts, got);
   for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
   return got;
 }
 
-// Trace files: each record of queue q copied into buffers of the pool, with
-// its nanosecond time and wire length (and its RSS hash where there are
-// several queues). A record that finds no buffer is held for the next call:
-// an offline source waits, it never drops.
-uint16_t EthDevice::read_files(FileCursor &c, unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
+// Trace files: each record copied into buffers of the pool, with its
+// nanosecond time and wire length. A record that finds no buffer is held
+// for the next call: an offline source waits, it never drops.
+uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   uint16_t got = 0;
-  take_buffers(c, n);
-  while (got < n && c.current < spec_.files.size()) {
-    if (!c.file) {
+  take_buffers(n);
+  while (got < n && current_ < spec_.files.size()) {
+    if (!file_) {
       try {
-        c.file = std::make_unique<PcapFileReader>(spec_.files[c.current]);
+        file_ = std::make_unique<PcapFileReader>(spec_.files[current_]);
       } catch (const std::runtime_error &e) {
         throw std::runtime_error("device '" + spec_.text + "': " + e.what());
       }
     }
-    if (!c.held) {
-      if (!c.file->next(c.record)) {
-        c.file.reset();
-        ++c.current;
-        continue;
-      }
-      if (rss_ && !mine(c.record, q, &c.held_hash)) continue;  // another queue's
-      c.held = true;
+    if (!held_ && !(held_ = file_->next(record_))) {
+      file_.reset();
+      ++current_;
+      continue;
     }
-    unsigned segments = segments_for(c.record.caplen);
-    if (segments > c.spares) take_buffers(c, segments);
-    if (segments > c.spares) break;  // the pool is short: the record waits
-    c.held = false;
-    info[got] = {c.record.ns, c.record.len};
-    rte_mbuf *m = copy_record(c, c.record, segments);
-    m->hash.rss = c.held_hash;
-    pkts[got++] = m;
+    unsigned segments = segments_for(record_.caplen);
+    if (segments > spares_) take_buffers(segments);
+    if (segments > spares_) break;  // the pool is short: the record waits
+    held_ = false;
+    info[got] = {record_.ns, record_.len};
+    pkts[got++] = copy_record(record_, segments);
   }
-  if (c.current == spec_.files.size()) {
-    free_packets(c.spare, c.spares);
-    c.spares = 0;
+  if (current_ == spec_.files.size()) {
+    free_packets(spare_, spares_);
+    spares_ = 0;
     *end = got == 0;
   }
   return got;
 }
 
-// Whether a record goes to queue q: its headers parsed where the reader
-// holds them and hashed as software RSS hashes them (the lane the parse
-// after the copy would give it).
-bool EthDevice::mine(const PcapRecord &r, unsigned q, uint32_t *hash) const {
-  PacketMeta m;
-  parse_packet(r.data, r.caplen, link_, m, r.len);
-  *hash = rss_hash(m, *rss_);
-  return lane_for(*hash, hw_queues_) == q;
-}
-
-// Tops the cursor's spare buffers up to n, in bulk (one at a time when the
-// pool has fewer than that left).
-void EthDevice::take_buffers(FileCursor &c, unsigned n) {
-  if (c.spares < n && alloc_packets(pool_, c.spare + c.spares, n - c.spares) == 0) c.spares = n;
-  while (c.spares < n && alloc_packets(pool_, c.spare + c.spares, 1) == 0) ++c.spares;
+// Tops the spare buffers up to n, in bulk (one at a time when the pool has
+// fewer than that left).
+void EthDevice::take_buffers(unsigned n) {
+  if (spares_ < n && alloc_packets(pool_, spare_ + spares_, n - spares_) == 0) spares_ = n;
+  while (spares_ < n && alloc_packets(pool_, spare_ + spares_, 1) == 0) ++spares_;
 }
 
 // The buffers a record of caplen bytes takes: more than one, chained, where
@@ -289,11 +267,11 @@ unsigned EthDevice::segments_for(uint32_t caplen) const {
   return std::clamp<unsigned>((caplen + buffer_room_ - 1) / buffer_room_, 1, kMaxBurst);
 }
 
-rte_mbuf *EthDevice::copy_record(FileCursor &c, const PcapRecord &r, unsigned segments) {
-  rte_mbuf *head = c.spare[c.spares - 1], *tail = nullptr;
+rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
+  rte_mbuf *head = spare_[spares_ - 1], *tail = nullptr;
   uint32_t done = 0;
   for (unsigned i = 0; i < segments; ++i) {
-    rte_mbuf *m = c.spare[--c.spares];
+    rte_mbuf *m = spare_[--spares_];
     uint32_t take = std::min<uint32_t>(r.caplen - done, rte_pktmbuf_tailroom(m));
     memcpy(rte_pktmbuf_mtod(m, uint8_t *), r.data + done, take);
     m->data_len = uint16_t(take);

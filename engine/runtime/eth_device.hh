@@ -20,8 +20,6 @@
 
 namespace sluice {
 
-class ToeplitzHash;
-
 struct DeviceSpec {
   enum class Kind { Pci, Pcap, AfPacket, AfXdp, Null } kind = Kind::Null;
   std::string text;                // as the user wrote it
@@ -76,12 +74,10 @@ class EthDevice {
   uint64_t timestamp(const rte_mbuf *m) const {
     return (m->ol_flags & ts_flag_) ? *RTE_MBUF_DYNFIELD(const_cast<rte_mbuf *>(m), ts_offset_, uint64_t *) : 0;
   }
-  struct FileCursor;
-  uint16_t read_files(FileCursor &c, unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
-  void take_buffers(FileCursor &c, unsigned n);
+  uint16_t read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
+  void take_buffers(unsigned n);
   unsigned segments_for(uint32_t caplen) const;
-  rte_mbuf *copy_record(FileCursor &c, const PcapRecord &r, unsigned segments);
-  bool mine(const PcapRecord &r, unsigned q, uint32_t *hash) const;
+  rte_mbuf *copy_record(const PcapRecord &r, unsigned segments);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -96,23 +92,14 @@ class EthDevice {
   std::vector<std::string> vdevs_;     // to remove at the end
   int ts_offset_ = -1;
   uint64_t ts_flag_ = 0;
-  // pcap: each receive queue reads the files on its own (only its lane's
-  // thread touches its cursor): the file it is in, its next record when
-  // that waits for buffers, and buffers taken from the pool in bulk but not
-  // yet filled. With several queues every cursor reads every record and
-  // keeps those whose RSS hash sends them to its queue, so no packet is
-  // handed from one lane's core to another's.
-  struct FileCursor {
-    size_t current = 0;
-    std::unique_ptr<PcapFileReader> file;
-    PcapRecord record;
-    bool held = false;
-    uint32_t held_hash = 0;
-    rte_mbuf *spare[kMaxBurst];
-    unsigned spares = 0;
-  };
-  std::vector<FileCursor> cursors_;
-  const ToeplitzHash *rss_ = nullptr;  // several queues: the hash that picks a record's queue
+  // pcap: the file being read, its next record when it waits for buffers,
+  // and buffers taken from the pool in bulk but not yet filled.
+  size_t current_ = 0;
+  std::unique_ptr<PcapFileReader> file_;
+  PcapRecord record_;
+  bool held_ = false;
+  rte_mbuf *spare_[kMaxBurst];
+  unsigned spares_ = 0;
   uint32_t buffer_room_ = 1;  // bytes of a record one of the pool's buffers holds
 };
 

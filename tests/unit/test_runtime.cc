@@ -11,11 +11,8 @@
 #include <thread>
 
 #include "engine/runtime/dpdk_env.hh"
-#include "engine/packet/parse.hh"
-#include "engine/packet/rss_hash.hh"
 #include "engine/runtime/eth_device.hh"
 #include "engine/runtime/runtime.hh"
-#include "bytes_fixture.hh"
 #include "frontend_fixture.hh"
 #include "pcap_fixture.hh"
 #include "run_fixture.hh"
@@ -263,78 +260,6 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
     for (const auto &[reason, count] : dev.losses()) CHECK(count == 0);
   }
   CHECK(rte_mempool_avail_count(pool) == 16u);  // every buffer back
-  rte_mempool_free(pool);
-}
-
-// A trace read by several lanes: each queue reads the whole file on its
-// own and keeps the records the RSS hash gives it, in file order, the hash
-// on its buffer as a NIC leaves it. So one queue is drained to its end
-// before another is read at all: no lane waits for, or is handed packets
-// by, another (through the one shared reader, queue 0 got every record).
-TEST_CASE("pcap device: with several queues each reads the trace and keeps its own share", "[runtime]") {
-  RingFixture f;  // DPDK up
-  std::string dir = test::scratch("pcap-device", "queues");
-  std::vector<test::PcapRecord> records;
-  for (uint32_t i = 0; i < 400; ++i) {  // TCP over IPv4, 100 flows, both directions; every 7th not IP
-    test::bytes::Bytes a = {10, 0, uint8_t(i % 100), 1}, b = {192, 168, 0, uint8_t(i % 100)};
-    bool reply = i % 2;
-    test::bytes::Bytes frame = test::bytes::cat({test::bytes::zeros(12), test::bytes::be16(i % 7 == 0 ? 0x0806 : 0x0800),
-                                   {0x45, 0}, test::bytes::be16(40), test::bytes::zeros(4), {64, 6}, test::bytes::zeros(2),
-                                   reply ? b : a, reply ? a : b, test::bytes::be16(reply ? 80 : 40000 + i % 100),
-                                   test::bytes::be16(reply ? 40000 + i % 100 : 80), test::bytes::zeros(8), {0x50, 0x10},
-                                   test::bytes::zeros(6)});
-    records.push_back({1'700'000'000'000'000'000ull + i * 1000ull, uint32_t(frame.size()), frame});
-  }
-  std::string path = dir + "/t.pcap";
-  test::write_records(path, records);
-  rte_mempool *pool = rte_pktmbuf_pool_create("pcap_queues_test", 64, 0, kMbufPrivSize, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                              SOCKET_ID_ANY);
-  REQUIRE(pool);
-  const unsigned queues = 3;
-  for (bool symmetric : {true, false}) {
-    DeviceSpec spec;
-    std::string err;
-    REQUIRE(parse_device("pcap:" + path, spec, &err));
-    EthDevice dev(spec, "src", queues, 1024, symmetric, pool);
-    CHECK(dev.hw_queues() == queues);
-    CHECK(dev.hw_rss());
-    const ToeplitzHash &hash = software_rss_hash(symmetric);
-    size_t total = 0;
-    for (unsigned q = 0; q < queues; ++q) {
-      std::vector<size_t> want;  // the records of queue q, in file order
-      for (size_t i = 0; i < records.size(); ++i) {
-        PacketMeta m;
-        parse_packet(records[i].data.data(), uint32_t(records[i].data.size()), LinkType::Ethernet, m);
-        if (lane_for(rss_hash(m, hash), queues) == q) want.push_back(i);
-      }
-      INFO("queue " << q << ", symmetric " << symmetric);
-      CHECK(want.size() > records.size() / (queues * 3));  // every queue has a share
-      size_t next = 0, idle = 0;
-      bool end = false;
-      while (!end && idle < 100) {
-        rte_mbuf *pkts[32];
-        EthDevice::RxInfo info[32];
-        uint16_t n = dev.receive(q, pkts, info, 32, &end);
-        idle = n ? 0 : idle + 1;
-        for (uint16_t i = 0; i < n; ++i, ++next) {
-          REQUIRE(next < want.size());
-          const test::PcapRecord &r = records[want[next]];
-          CHECK(info[i].time_ns == r.ns);
-          REQUIRE(pkts[i]->pkt_len == r.data.size());
-          CHECK(memcmp(rte_pktmbuf_mtod(pkts[i], const uint8_t *), r.data.data(), r.data.size()) == 0);
-          PacketMeta m;
-          parse_packet(r.data.data(), uint32_t(r.data.size()), LinkType::Ethernet, m);
-          CHECK(pkts[i]->hash.rss == rss_hash(m, hash));
-          rte_pktmbuf_free(pkts[i]);
-        }
-      }
-      CHECK(end);
-      CHECK(next == want.size());
-      total += next;
-    }
-    CHECK(total == records.size());
-  }
-  CHECK(rte_mempool_avail_count(pool) == 64u);  // every buffer back
   rte_mempool_free(pool);
 }
 

@@ -427,12 +427,6 @@ struct PlanCommand {
                     "as --emit-ir, but print each segment's module after each run of PASS of the JIT (" + pass_list +
                         "), or of every pass (all), with what the pass did")
         ->type_name("PASS");
-    cmd->add_option("--jit-nice", jit.nice,
-                    "the nice value of the JIT's compilations while the segments run: 19 (the default) lets them "
-                    "take only the cpu the segments and other programs leave, 0 compiles as fast as the machine "
-                    "allows")
-        ->type_name("N")
-        ->check(CLI::Range(0, 19));
     cmd->add_option("--jit-cpu", jit.cpu, "with --emit-ir: the code generation target (as for run)")
         ->type_name("NAME");
   }

@@ -107,7 +107,6 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
   if (thread_.joinable()) thread_.join();
   if (todo.empty()) return;
   thread_ = std::thread([this, todo] {
-    compile_here(compiler_cpu_);
     // The segments are already running on the interpreter: this thread
     // takes what cpu they leave (nice 19 by default, this thread only). At
     // the default priority it took half of the cpu a segment shared with it
@@ -116,7 +115,10 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
     // at nice 19 (docs/performance.md). Where housekeeping has a cpu of its
     // own, nothing changes; where the segments keep every cpu busy, the
     // fused loops wait for them to leave some.
+    // Set before the thread takes its name, so that it is never seen as
+    // "sl-jit" at the priority of its parent.
     if (background_nice_ != 0) setpriority(PRIO_PROCESS, 0, background_nice_);
+    compile_here(compiler_cpu_);
     for (SegmentRunner *s : todo) {
       if (s->done()) continue;  // nothing would run the loop
       if (stopping_) {

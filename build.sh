@@ -65,9 +65,10 @@ test_all() {
 
 # The test suite again under sanitizers, each in a build of its own:
 # AddressSanitizer with UndefinedBehaviorSanitizer, every test but two; then
-# ThreadSanitizer, the hot-reload and control tests (threads meet there).
+# ThreadSanitizer, the hot-reload and control tests and the trace reader's
+# reading ahead (threads meet there).
 # Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
-TSAN_TESTS='reload|ctl|control'  # the names of the tests run under ThreadSanitizer
+TSAN_TESTS='reload|ctl|control|reading ahead'  # the names of the tests run under ThreadSanitizer
 sanitized_tests() {
   local asan="$BUILD-asan" tsan="$BUILD-tsan"
   sanitized_build "$asan" address,undefined
@@ -82,7 +83,7 @@ sanitized_tests() {
   local tsan_tests
   tsan_tests=$(grep -lE "TEST_CASE\\(\"[^\"]*($TSAN_TESTS)" tests/unit/*.cc | xargs -n1 basename -s .cc | paste -sd';')
   sanitized_build "$tsan" thread -DSLUICE_UNIT_TESTS="$tsan_tests"
-  echo "== the reload and control tests under ThreadSanitizer"
+  echo "== the reload, control and read-ahead tests under ThreadSanitizer"
   # Not the Kafka ones: librdkafka starts its threads with C11 thrd_create,
   # which glibc runs without going through pthread_create, so TSan never
   # registers them and crashes in its allocator on their first malloc.

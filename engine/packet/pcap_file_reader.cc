@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -75,21 +76,29 @@ ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f
   return ClassicRecord::Ok;
 }
 
-PcapFileReader::PcapFileReader(const std::string &file, size_t chunk) : file_(file), chunk_(std::max<size_t>(chunk, 4096)) {
+PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optional<ReadAhead> ahead)
+    : file_(file), chunk_(std::max<size_t>(chunk, 4096)) {
   fd_.fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_.fd < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
   uint8_t header[kFileHeader];
   if (pread(fd_.fd, header, kFileHeader, 0) == ssize_t(kFileHeader) && classic_pcap_format(header, kFileHeader, format_)) {
     walking_ = true;
     cap_ = chunk_ + kRecordHeader + format_.snapshot;
-    buf_ = std::make_unique_for_overwrite<uint8_t[]>(cap_);
     read_offset_ = kFileHeader;
+    // Two slots at least when reading ahead: one being given, one being filled.
+    slots_.resize(ahead ? std::max(ahead->slots, 2u) : 1);
+    for (Slot &s : slots_) s.bytes = std::make_unique_for_overwrite<uint8_t[]>(cap_);
+    if (ahead) {
+      for (Slot &s : slots_) free_.push_back(&s);
+      reader_ = std::thread(&PcapFileReader::read_ahead, this, std::move(ahead->on_thread));
+    }
   } else {
     to_libpcap();
   }
 }
 
 PcapFileReader::~PcapFileReader() {
+  stop_reading_ahead();
   if (pcap_) pcap_close(pcap_);  // before buffer_ goes
 }
 
@@ -99,18 +108,20 @@ PcapFileReader::Descriptor::~Descriptor() {
 
 bool PcapFileReader::next(PcapRecord &out) {
   if (walking_) {
-    // A truncated header or body ends the file, as libpcap's read error does.
-    if (!have(kRecordHeader)) return walking_ = false;
-    if (classic_pcap_record(buf_.get() + pos_, format_, out) == ClassicRecord::ToLibpcap) {
-      try {
-        to_libpcap();
-      } catch (const std::runtime_error &) {
-        return false;  // the file ends here
+    while (!slot_ || pos_ == slot_->records_end) {
+      if (slot_ && slot_->then == Slot::Then::EndOfFile) return walking_ = false;
+      if (slot_ && slot_->then == Slot::Then::Libpcap) {
+        try {
+          to_libpcap();
+        } catch (const std::runtime_error &) {
+          return false;  // the file ends here
+        }
+        return next(out);
       }
-      return next(out);
+      advance();
     }
-    if (!have(kRecordHeader + out.caplen)) return walking_ = false;  // caplen <= snapshot: it fits
-    out.data = buf_.get() + pos_ + kRecordHeader;
+    classic_pcap_record(slot_->bytes.get() + pos_, format_, out);  // Ok: fill() walked it
+    out.data = slot_->bytes.get() + pos_ + kRecordHeader;
     pos_ += kRecordHeader + out.caplen;
     ++records_;
     return true;
@@ -120,19 +131,99 @@ bool PcapFileReader::next(PcapRecord &out) {
   return true;
 }
 
-// Moves what is left of the buffer to its start and reads chunks after it
-// until n bytes are there; false at the end of the file (or an error).
-bool PcapFileReader::have(size_t n) {
-  if (fill_ - pos_ >= n) return true;
-  memmove(buf_.get(), buf_.get() + pos_, fill_ - pos_);
-  fill_ -= pos_, pos_ = 0;
-  while (fill_ < n) {
-    ssize_t got = pread(fd_.fd, buf_.get() + fill_, std::min(chunk_, cap_ - fill_), off_t(read_offset_));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    fill_ += size_t(got), read_offset_ += uint64_t(got);
+// Reads a chunk from read_offset_ (more, until one record is whole) and
+// keeps the whole records: the one cut at the chunk's end is read again,
+// from its start, by the next fill (a record among hundreds per chunk).
+void PcapFileReader::fill(Slot &s) {
+  uint8_t *bytes = s.bytes.get();
+  size_t have = 0, pos = 0;
+  bool end = false;  // no more bytes: the file's end, or a read error
+  auto read_more = [&] {
+    ssize_t got;
+    do {
+      got = pread(fd_.fd, bytes + have, std::min(chunk_, cap_ - have), off_t(read_offset_ + have));
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) return !(end = true);
+    have += size_t(got);
+    return true;
+  };
+  read_more();
+  for (;;) {
+    PcapRecord r;
+    bool header = have - pos >= kRecordHeader;
+    if (header && classic_pcap_record(bytes + pos, format_, r) == ClassicRecord::ToLibpcap) {
+      s.then = Slot::Then::Libpcap;
+      break;
+    }
+    if (header && have - pos >= kRecordHeader + r.caplen) {  // caplen <= snapshot: a whole record fits
+      pos += kRecordHeader + r.caplen;
+      continue;
+    }
+    if (pos > 0) {  // a truncated record at the end ends the file, as libpcap's read error does
+      s.then = end ? Slot::Then::EndOfFile : Slot::Then::More;
+      break;
+    }
+    if (end || !read_more()) {
+      s.then = Slot::Then::EndOfFile;
+      break;
+    }
   }
-  return true;
+  s.records_end = pos;
+  read_offset_ += pos;
+}
+
+// The next slot of records: filled here, or taken from the reading thread
+// (waiting for it: a file is read as fast as it is taken, never dropped).
+void PcapFileReader::advance() {
+  pos_ = 0;
+  if (!reader_.joinable()) {
+    slot_ = &slots_.front();
+    fill(*slot_);
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  if (slot_) {
+    free_.push_back(slot_);
+    changed_.notify_all();
+  }
+  changed_.wait(lock, [&] { return !filled_.empty(); });
+  slot_ = filled_.front();
+  filled_.pop_front();
+}
+
+// The reading thread: fills free slots in file order until a slot that
+// ends the walk, or until told to stop.
+void PcapFileReader::read_ahead(std::function<void()> on_thread) {
+  pthread_setname_np(pthread_self(), "sl-pcap-read");
+  if (on_thread) on_thread();
+  for (;;) {
+    Slot *s;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || !free_.empty(); });
+      if (stop_) return;
+      s = free_.front();
+      free_.pop_front();
+    }
+    fill(*s);
+    bool last = s->then != Slot::Then::More;
+    {
+      std::lock_guard lock(mutex_);
+      filled_.push_back(s);
+    }
+    changed_.notify_all();
+    if (last) return;
+  }
+}
+
+void PcapFileReader::stop_reading_ahead() {
+  if (!reader_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  reader_.join();
 }
 
 // libpcap reads the file from the start, through a descriptor of the one
@@ -142,7 +233,10 @@ bool PcapFileReader::have(size_t n) {
 // (the copies out of the kernel missed the caches).
 void PcapFileReader::to_libpcap() {
   walking_ = false;
-  buf_.reset();
+  stop_reading_ahead();
+  slot_ = nullptr;
+  filled_.clear(), free_.clear();
+  slots_.clear();
   int fd = dup(fd_.fd);
   FILE *f = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? nullptr : fdopen(fd, "rb");
   if (!f) {

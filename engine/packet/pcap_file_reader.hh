@@ -4,8 +4,9 @@
 //
 // A classic pcap file (magic a1b2c3d4 or a1b23c4d, either byte order,
 // version 2.4, a link type the packet parser knows) is read here, in chunks
-// of 256 KiB into one buffer that the records are walked in: one copy out of
-// the kernel, a read() per chunk. DPDK's net_pcap, which read these files
+// of 256 KiB into buffers (slots) of whole records that the records are
+// walked in: one copy out of the kernel, a read() per chunk; on a thread
+// of its own, reading ahead, when asked (ReadAhead). DPDK's net_pcap, which read these files
 // before, went through libpcap's stdio: a read() per 4 KiB, a second copy,
 // microsecond times only, no wire length (docs/performance.md, "Trace
 // files"). Anything else (pcapng, older versions, other magics and link
@@ -13,10 +14,17 @@
 // file's snapshot length or above len) goes to libpcap from that record on,
 // so the records are always libpcap's.
 #pragma once
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/packet/pcap_record.hh"
 
@@ -47,9 +55,18 @@ class PcapFileReader {
   // The chunk measured fastest reading a 1 GB trace from the page cache
   // (128 KiB to 1 MiB tried): the copy out of the kernel stays in L2.
   static constexpr size_t kChunk = size_t(256) << 10;
+  // Reading ahead on a thread of its own: the file's read() calls (a fifth
+  // of a one-lane probe's time on a trace, most of it the kernel's copy)
+  // leave the thread that takes the records, and overlap with its work.
+  struct ReadAhead {
+    unsigned slots = 4;               // chunks read and not yet taken, at most
+    std::function<void()> on_thread;  // run first on the reading thread (its CPUs, say)
+  };
   // Opens `file`; throws std::runtime_error when it cannot be read. The
-  // file is read `chunk` bytes at a time.
-  explicit PcapFileReader(const std::string &file, size_t chunk = kChunk);
+  // file is read `chunk` bytes at a time, on the caller's thread, or ahead
+  // of it on a thread of the reader's own when `ahead` is given (a classic
+  // pcap file's walk only: libpcap's reading stays on the caller's).
+  explicit PcapFileReader(const std::string &file, size_t chunk = kChunk, std::optional<ReadAhead> ahead = {});
   ~PcapFileReader();
   PcapFileReader(const PcapFileReader &) = delete;
   PcapFileReader &operator=(const PcapFileReader &) = delete;
@@ -59,10 +76,27 @@ class PcapFileReader {
   bool next(PcapRecord &out);
   // Whether the records so far were walked here, not read by libpcap.
   bool walked() const { return !pcap_; }
+  // Whether a thread reads the file ahead (now).
+  bool reading_ahead() const { return reader_.joinable(); }
 
  private:
-  bool have(size_t n);  // at least n bytes in the buffer from pos_, reading more if needed
-  void to_libpcap();    // libpcap reads on from record number records_
+  // Some of the file, read: whole records in bytes [0, records_end), and
+  // what comes after them.
+  struct Slot {
+    enum class Then : uint8_t {
+      More,       // more records: the next slot's
+      EndOfFile,  // the end of the file (or a truncated record, or a read error)
+      Libpcap,    // a record libpcap reads otherwise: it takes the file from here
+    };
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t records_end = 0;
+    Then then = Then::More;
+  };
+  void fill(Slot &s);  // reads the records after the previous slot's
+  void advance();      // the next slot in slot_
+  void read_ahead(std::function<void()> on_thread);  // the reading thread
+  void stop_reading_ahead();
+  void to_libpcap();   // libpcap reads on from record number records_
 
   struct Descriptor {  // closed with the reader, also when its constructor throws
     int fd = -1;
@@ -74,11 +108,20 @@ class PcapFileReader {
   ClassicPcapFormat format_;
   bool walking_ = false;
   uint64_t records_ = 0;  // records given so far
-  // The walk's buffer: bytes [0, fill_) read from the file, the next record
-  // header at pos_; room for a chunk beyond the largest record.
-  std::unique_ptr<uint8_t[]> buf_;
-  size_t cap_ = 0, fill_ = 0, pos_ = 0;
-  uint64_t read_offset_ = 0;  // the file's next byte to read into it
+  // The walk: slots of room for a chunk beyond the largest record. slot_ is
+  // the one whose records are being given, the next record at pos_.
+  size_t cap_ = 0;
+  std::vector<Slot> slots_;
+  Slot *slot_ = nullptr;
+  size_t pos_ = 0;
+  uint64_t read_offset_ = 0;  // the file's byte at the next slot's start (fill's)
+  // Reading ahead: the slots filled and not yet taken (in file order), and
+  // those free for the thread to fill; slot_ is in neither.
+  std::thread reader_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Slot *> filled_, free_;
+  bool stop_ = false;
   std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)
   ::pcap *pcap_ = nullptr;
 };

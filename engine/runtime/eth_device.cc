@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "engine/packet/rss_hash.hh"
+#include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/packet.hh"
 
 namespace sluice {
@@ -228,7 +229,10 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
   while (got < n && current_ < spec_.files.size()) {
     if (!file_) {
       try {
-        file_ = std::make_unique<PcapFileReader>(spec_.files[current_]);
+        // Read ahead on a thread of any of the process's CPUs, not this
+        // lane's: the reading overlaps with the lane's work.
+        file_ = std::make_unique<PcapFileReader>(spec_.files[current_], PcapFileReader::kChunk,
+                                                 PcapFileReader::ReadAhead{4, unpin_current_thread});
       } catch (const std::runtime_error &e) {
         throw std::runtime_error("device '" + spec_.text + "': " + e.what());
       }

@@ -272,8 +272,10 @@ void Runtime::run() {
     return std::all_of(running_.segments.begin(), running_.segments.end(), [](const auto &s) { return s->done(); });
   };
   auto last = t0;
-  while (!all_done()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (;;) {
+    uint64_t ends = SegmentRunner::ends_so_far();  // before the check: an end after it wakes the wait
+    if (all_done()) break;
+    SegmentRunner::wait_for_an_end(ends, std::chrono::milliseconds(10));
     if (on_tick_) on_tick_();
     retired_.service(mono_ns());
     auto now = std::chrono::steady_clock::now();

@@ -52,6 +52,31 @@ std::string SegmentRunner::label() const {
   return s + " segment " + std::to_string(seg_->id) + " (" + segment_role_name(seg_->role) + ")";
 }
 
+namespace {
+std::mutex g_ends_mutex;
+std::condition_variable g_ended;
+uint64_t g_ends = 0;
+}  // namespace
+
+uint64_t SegmentRunner::ends_so_far() {
+  std::lock_guard lock(g_ends_mutex);
+  return g_ends;
+}
+
+void SegmentRunner::wait_for_an_end(uint64_t seen, std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(g_ends_mutex);
+  g_ended.wait_for(lock, timeout, [&] { return g_ends != seen; });
+}
+
+void SegmentRunner::mark_done() {
+  done_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(g_ends_mutex);
+    ++g_ends;
+  }
+  g_ended.notify_all();
+}
+
 void SegmentRunner::add_element(RuntimeElement *e) {
   elements_.push_back(e);
   if (e->wants_tick()) tickers_.push_back(e);
@@ -69,7 +94,7 @@ void SegmentRunner::launch() {
       std::unique_lock lock(gate_mutex_);
       gate_cv_.wait(lock, [this] { return gate_ != Gate::Closed; });
       if (gate_ == Gate::Cancelled) {
-        done_.store(true, std::memory_order_release);
+        mark_done();
         return;
       }
     }
@@ -256,7 +281,7 @@ void SegmentRunner::run() {
   cpu_ns_ = thread_cpu_ns() - cpu_at_start;
   close_mailbox();
   rte_thread_unregister();
-  done_.store(true, std::memory_order_release);
+  mark_done();
 }
 
 }  // namespace sluice

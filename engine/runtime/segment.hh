@@ -5,6 +5,7 @@
 // batches; the elements, and their state, are not touched by the swap.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -95,6 +96,11 @@ class SegmentRunner {
   void cancel();
   void join();
   bool done() const { return done_.load(std::memory_order_acquire); }
+  // How many segment threads (of any runtime in the process) have ended so
+  // far; and a wait, up to `timeout`, until that is no longer `seen`: the
+  // runtime wakes when its last segment ends, not at its next poll.
+  static uint64_t ends_so_far();
+  static void wait_for_an_end(uint64_t seen, std::chrono::nanoseconds timeout);
   // Swaps the loop body at the next batch boundary.
   void replace_program(SegmentProgram *p) { program_.store(p, std::memory_order_release); }
   const SegmentProgram *program() const { return program_.load(std::memory_order_acquire); }
@@ -158,6 +164,7 @@ class SegmentRunner {
   unsigned burst_ = 32;
   std::atomic<SegmentProgram *> program_{nullptr};
   std::atomic<bool> done_{false};
+  void mark_done();  // done_, and wakes wait_for_an_end
   Doorbell doorbell_;  // rung by the input channels, and by call()
   // call()'s mailbox: the loop checks has_mail_ once per pass (one relaxed
   // load); the rest is under mail_mutex_.

@@ -5,7 +5,7 @@
 // and its bytes go through the packet parser with the record's wire length. Never a
 // crash, a read outside a record (ASan) or undefined behaviour (UBSan). The
 // same bytes as a file, read by PcapFileReader (4 KiB chunks, so records
-// cross their edges), give the records libpcap gave, bytes and all, or it
+// cross their edges; on its caller's thread or reading ahead), give the records libpcap gave, bytes and all, or it
 // refuses the file as libpcap did.
 #include <pcap/pcap.h>
 #include <sys/mman.h>
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,7 +42,11 @@ static void check_file_reader(const uint8_t *data, size_t size, const std::vecto
   bool written = write(fd, data, size) == ssize_t(size);
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   if (written) {
-    PcapFileReader reader(path, 4096);  // libpcap opened these bytes: so does the reader
+    // libpcap opened these bytes: so does the reader; every other input
+    // read ahead by its thread (two slots), as RSSSource reads a trace.
+    std::optional<PcapFileReader::ReadAhead> ahead;
+    if (size % 2) ahead = PcapFileReader::ReadAhead{2, nullptr};
+    PcapFileReader reader(path, 4096, ahead);
     PcapRecord r;
     size_t n = 0;
     for (; n < want.size() && reader.next(r); ++n) {

@@ -6,11 +6,13 @@
 // a truncated end, pcapng).
 #include <pcap/pcap.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/packet/pcap_file_reader.hh"
@@ -52,8 +54,11 @@ std::vector<Seen> by_libpcap(const std::string &path) {
   return out;
 }
 
-std::vector<Seen> by_reader(const std::string &path, size_t chunk, bool *walked = nullptr) {
-  PcapFileReader reader(path, chunk);
+// Read on the caller's thread, or (ahead) by a thread of the reader's with
+// two slots: the reader waiting for the thread and the thread for it, both.
+std::vector<Seen> by_reader(const std::string &path, size_t chunk, bool *walked = nullptr, bool ahead = false) {
+  PcapFileReader reader(path, chunk,
+                        ahead ? std::optional(PcapFileReader::ReadAhead{2, nullptr}) : std::nullopt);
   std::vector<Seen> out;
   PcapRecord r;
   bool all_walked = true;
@@ -119,14 +124,16 @@ TEST_CASE("pcap file reader: the real traces walked give libpcap's records", "[p
     std::vector<Seen> want = by_libpcap(e.path());
     bool walked = false;
     // Chunks of a page: every record near a chunk's edge somewhere.
-    for (size_t chunk : {size_t(4096), PcapFileReader::kChunk}) {
-      std::vector<Seen> got = by_reader(e.path(), chunk, &walked);
+    for (size_t chunk : {size_t(4096), PcapFileReader::kChunk})
+      for (bool ahead : {false, true}) {
+      INFO("chunk " << chunk << (ahead ? ", read ahead" : ""));
+      std::vector<Seen> got = by_reader(e.path(), chunk, &walked, ahead);
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         INFO("record " << i);
         REQUIRE(got[i] == want[i]);
       }
-    }
+      }
     CHECK(walked == (ext == ".pcap"));  // pcapng goes to libpcap
     ++files;
   }
@@ -142,9 +149,11 @@ TEST_CASE("pcap file reader: both byte orders, both precisions, records across c
       INFO("swapped " << swapped << " magic " << std::hex << magic);
       std::vector<Seen> want = by_libpcap(path);
       REQUIRE(want.size() == records.size());
-      for (size_t chunk : {size_t(4096), size_t(8192), size_t(1) << 20}) {
+      for (size_t chunk : {size_t(4096), size_t(8192), size_t(1) << 20})
+        for (bool ahead : {false, true}) {
+        INFO("chunk " << chunk << (ahead ? ", read ahead" : ""));
         bool walked = false;
-        std::vector<Seen> got = by_reader(path, chunk, &walked);
+        std::vector<Seen> got = by_reader(path, chunk, &walked, ahead);
         CHECK(walked);
         REQUIRE(got.size() == want.size());
         for (size_t i = 0; i < got.size(); ++i) {
@@ -165,11 +174,13 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
     REQUIRE(want.size() == 200);
     CHECK(want[120].caplen == 1500);
     CHECK(by_reader(path, 4096) == want);
+    CHECK(by_reader(path, 4096, nullptr, true) == want);
   }
   SECTION("caplen above len") {
     records[50].len = records[50].caplen - 1;
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, true);
     CHECK(by_reader(path, 4096) == by_libpcap(path));
+    CHECK(by_reader(path, 4096, nullptr, true) == by_libpcap(path));
   }
   SECTION("an older version (libpcap may swap caplen and len)") {
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 2, 65535, records, false);
@@ -184,6 +195,8 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
       std::vector<Seen> want = by_libpcap(path);
       CHECK(want.size() == 199);
       CHECK(by_reader(path, 4096) == want);
+      CHECK(by_reader(path, 4096, nullptr, true) == want);
+    CHECK(by_reader(path, 4096, nullptr, true) == want);
     }
   }
   SECTION("a link type whose lengths libpcap rewrites (Linux USB, mmapped)") {
@@ -196,6 +209,7 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
   SECTION("a file of its header alone") {
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, {}, false);
     CHECK(by_reader(path, 4096).empty());
+    CHECK(by_reader(path, 4096, nullptr, true).empty());
   }
 }
 
@@ -229,4 +243,55 @@ TEST_CASE("pcap file reader: libpcap's time for any seconds and fraction", "[pca
       REQUIRE(got.size() == records.size());
       CHECK(got == by_libpcap(path));
     }
+}
+
+// The thread reading ahead: started where the file is walked, run with the
+// caller's setup first, stopped (not left waiting for a slot) when the
+// reader goes before the file's end, and gone once libpcap takes over.
+TEST_CASE("pcap file reader: reading ahead on a thread of its own", "[pcap]") {
+  std::string dir = test::scratch("pcap-reader", "ahead");
+  std::vector<RawRecord> records = many_records(3000);
+  std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, false);
+  std::vector<Seen> want = by_libpcap(path);
+  std::atomic<int> setups{0};
+  std::atomic<bool> other_thread{false};
+  std::thread::id caller = std::this_thread::get_id();
+  SECTION("the setup runs on the reading thread; a reader gone mid-file stops it") {
+    {
+      PcapFileReader reader(path, 4096, PcapFileReader::ReadAhead{2, [&] {
+                              other_thread = std::this_thread::get_id() != caller;
+                              ++setups;
+                            }});
+      CHECK(reader.reading_ahead());
+      PcapRecord r;
+      for (int i = 0; i < 10; ++i) {
+        REQUIRE(reader.next(r));
+        CHECK(seen(r) == want[size_t(i)]);
+      }
+    }  // two slots of 4 KiB: the thread is waiting for a free one here
+    CHECK(setups == 1);
+    CHECK(other_thread);
+  }
+  SECTION("libpcap takes over from the record it reads its own way") {
+    records[2500].caplen = 2000, records[2500].len = 2000;
+    path = write_raw(dir + "/cut.pcap", 0xa1b2c3d4u, 2, 4, 1500, records, false);
+    PcapFileReader reader(path, 4096, PcapFileReader::ReadAhead{3, nullptr});
+    want = by_libpcap(path);
+    std::vector<Seen> got;
+    PcapRecord r;
+    while (reader.next(r)) {
+      if (got.size() == 2499) CHECK(reader.reading_ahead());
+      got.push_back(seen(r));
+    }
+    CHECK_FALSE(reader.reading_ahead());
+    CHECK_FALSE(reader.walked());
+    CHECK(got == want);
+  }
+  SECTION("not a classic pcap file: libpcap reads it, no thread") {
+    std::string ng = dir + "/older.pcap";
+    write_raw(ng, 0xa1b2c3d4u, 2, 2, 65535, records, false);
+    PcapFileReader reader(ng, 4096, PcapFileReader::ReadAhead{2, [&] { ++setups; }});
+    CHECK_FALSE(reader.reading_ahead());
+    CHECK(setups == 0);
+  }
 }

@@ -377,10 +377,10 @@ TEST_CASE("jit: sluice run --jit-nice sets the nice of the compilations in the b
 TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refused without it", "[jit]") {
   std::string dir = test::scratch("jit", "plugin");
   std::string plugin = std::string(SLUICE_TEST_PLUGIN_DIR) + "/jit_plugin.so";
-  auto pipe = [&](const std::string &so) {
+  auto pipe = [&](const std::string &so, const std::string &duration = "2s") {
     return test::write_file(dir + "/" + std::filesystem::path(so).stem().string() + ".pipe",
                             "require \"" + so + "\";\n"
-                            "gen :: TrafficGen(flows 1K, duration 2s);\n"
+                            "gen :: TrafficGen(flows 1K, duration " + duration + ");\n"
                             "gen -> e :: EvenOdd -> Counter -> Discard;\n");
   };
   std::string with_bc = pipe(plugin);
@@ -404,12 +404,15 @@ TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refu
   // says what is missing; with --jit (compiling while the run goes) the
   // segment stays on the interpreter, saying why.
   std::filesystem::copy_file(plugin, dir + "/bare_plugin.so", std::filesystem::copy_options::overwrite_existing);
-  std::string bare = pipe(dir + "/bare_plugin.so");
+  // Long enough (about 0.5 s unpaced), and compiling at the segments'
+  // priority, for the background compilation to have said why before the
+  // end: at nice 19 beside a loaded test run, a run of 40 ms ended first.
+  std::string bare = pipe(dir + "/bare_plugin.so", "30s");
   test::Run refused = test::run_sluice("run -q " + bare + " --jit-wait");
   CHECK(refused.status != 0);
   CHECK_THAT(refused.out, Catch::Contains("no bitcode for element 'e#0'") && Catch::Contains("bare_plugin.so.bc") &&
                               Catch::Contains("--no-jit"));
-  test::Run degraded = test::run_sluice("run -q " + bare);
+  test::Run degraded = test::run_sluice("run -q --jit-nice 0 " + bare);
   INFO(degraded.out);
   CHECK(degraded.status == 0);
   CHECK_THAT(degraded.out, Catch::Contains("; interpreter (JIT: no bitcode for element 'e#0'"));

@@ -100,6 +100,17 @@ bool init_eal(const EalRequest &req, std::string *error) {
     args.push_back("--no-pci");
   }
   if (!has("--log-level")) args.push_back("--log-level=*:warning");
+#if SLUICE_STATIC_DPDK
+  // DPDK is linked in, with its drivers (CMakeLists.txt): a driver loaded
+  // from a file links DPDK's shared libraries, a second DPDK in the process.
+  for (const std::string &a : args)
+    if (a.starts_with("-d") && !a.starts_with("--")) {
+      *error = "EAL option -d: this sluice has DPDK linked in with its drivers (docs/deployment.md), and a driver "
+               "loaded from a file would bring a second DPDK into the process; build sluice with the driver "
+               "(SLUICE_DPDK_DRIVERS) or with -DSLUICE_STATIC_DPDK=OFF";
+      return false;
+    }
+#endif
 
   std::vector<char *> argv;
   for (std::string &a : args) argv.push_back(a.data());

@@ -19,11 +19,21 @@ rm -f "$BUILD"/sluice_*.deb
 DEB=$(ls "$BUILD"/sluice_*_amd64.deb)
 echo "   $DEB"
 
-# DPDK's drivers are loaded at run time: dpkg-shlibdeps cannot see them.
 DEPENDS=$(dpkg-deb -f "$DEB" Depends)
-for pmd in librte-net-af-packet23 librte-mempool-ring23 librte-mempool-stack23 librte-bus-vdev23 librte-eal23 libllvm19; do
-  [[ "$DEPENDS" == *"$pmd"* ]] || fail "Depends lacks $pmd: $DEPENDS"
-done
+STATIC_DPDK=$(grep -q '^SLUICE_STATIC_DPDK:BOOL=ON' "$BUILD/CMakeCache.txt" && echo 1 || echo 0)
+if [ "$STATIC_DPDK" = 1 ]; then
+  # DPDK linked in (its drivers too): no DPDK package; what its drivers link
+  # (NUMA, af_xdp's libxdp, mlx5's rdma-core) found by dpkg-shlibdeps.
+  [[ "$DEPENDS" != *librte-* ]] || fail "DPDK is linked in, yet Depends names DPDK's packages: $DEPENDS"
+  for lib in libllvm19 libnuma1 libxdp1 libibverbs1; do
+    [[ "$DEPENDS" == *"$lib"* ]] || fail "Depends lacks $lib: $DEPENDS"
+  done
+else
+  # DPDK's drivers are loaded at run time: dpkg-shlibdeps cannot see them.
+  for pmd in librte-net-af-packet23 librte-mempool-ring23 librte-mempool-stack23 librte-bus-vdev23 librte-eal23 libllvm19; do
+    [[ "$DEPENDS" == *"$pmd"* ]] || fail "Depends lacks $pmd: $DEPENDS"
+  done
+fi
 # Every dependency exists in the archive, in a version that satisfies it
 # (the package lists first, where a machine has none).
 if [ -z "$(ls /var/lib/apt/lists/ 2> /dev/null | grep -v -e lock -e partial)" ]; then
@@ -47,6 +57,8 @@ for f in usr/bin/sluice etc/sluice/flowprobe.pipe etc/sluice/laptop.yaml usr/lib
   [ -e "$ROOT/$f" ] || fail "/$f is not in the package"
 done
 ! ldd "$ROOT/usr/bin/sluice" | grep -q "not found" || fail "the installed sluice misses libraries: $(ldd "$ROOT/usr/bin/sluice" | grep 'not found')"
+[ "$STATIC_DPDK" = 0 ] || ! ldd "$ROOT/usr/bin/sluice" | grep -q librte_ ||
+  fail "DPDK is linked in, yet the installed sluice loads DPDK's shared libraries: $(ldd "$ROOT/usr/bin/sluice" | grep librte_)"
 zcat "$ROOT/usr/share/man/man1/sluice.1.gz" | grep -q '^.SH "COMMAND RUN"' || fail "the man page has no section for sluice run"
 zcat "$ROOT/usr/share/man/man1/sluice.1.gz" | grep -q -- '--stats-json' || fail "the man page lacks run's options"
 grep -q '^Type=notify' "$ROOT/usr/lib/systemd/system/sluice@.service" || fail "the unit is not Type=notify"

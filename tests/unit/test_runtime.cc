@@ -194,6 +194,28 @@ TEST_CASE("EAL: the TSC frequency measured in a shortened sleep agrees with the 
   CHECK((t1.tv_sec - t0.tv_sec) * 1'000'000'000 + (t1.tv_nsec - t0.tv_nsec) >= 100'000'000);
 }
 
+// Where DPDK is linked in (SLUICE_STATIC_DPDK), a driver loaded from a file
+// (EAL's -d) would bring DPDK's shared libraries, a second DPDK, into the
+// process: refused, saying why, before EAL starts.
+TEST_CASE("EAL: -d is refused where DPDK is linked in", "[runtime]") {
+  std::unique_ptr<test::Compiled> c = test::compile_text("TrafficGen(flows 10, duration 10ms) -> Discard;");
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge", "-d", "/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0/librte_net_tap.so"};
+  Runtime rt(c->pipe, o);
+  std::string err;
+#if SLUICE_STATIC_DPDK
+  CHECK_FALSE(rt.setup(&err));
+  CHECK_THAT(err, Catch::Contains("EAL option -d") && Catch::Contains("linked in"));
+  // EAL was not started: it starts for the next runtime, without -d
+  o.eal_args = {"--no-huge"};
+  Runtime again(c->pipe, o);
+  CHECK(again.setup(&err));
+#else
+  WARN("skipped: DPDK's shared libraries (SLUICE_STATIC_DPDK off) load drivers from files");
+#endif
+}
+
 TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[runtime]") {
   RingFixture f;  // DPDK up
   rte_mempool *pool = create_packet_pool("lifo_test", 4096, 256, SOCKET_ID_ANY);

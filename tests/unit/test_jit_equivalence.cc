@@ -25,6 +25,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -540,6 +541,10 @@ TEST_CASE("jit: a --jit run says each segment's loop was fused and how long it t
 // between two batches when it is ready. The switch must not change a
 // record: a paced run long enough for the loops to be compiled gives the
 // records of a --no-jit run, and its summary says when each loop took over.
+// The table is far from full: at 7K flows in 8K slots, which flow a full
+// bucket evicts depends on the table's random hash key and on where the
+// batches (paced or not) end, and a CI run once had one flow evicted
+// ("lack of resources") in one run and not in the other.
 TEST_CASE("jit: by default the segments start on the interpreter and switch to their fused loops while running, "
           "with the records of the interpreter", "[jit]") {
   std::string dir = scratch("jit_eq", "switch");
@@ -547,7 +552,7 @@ TEST_CASE("jit: by default the segments start on the interpreter and switch to t
     return write_file(dir + "/" + name + ".pipe",
                       "TrafficGen(flows 2K, new_flows_per_s 4K, duration 3s, sizes [64B, 1500B], seed 3" + pace +
                           ") -> Timestamp(clock pcap) -> Ring(capacity 64) -> Filter(\"ip or ip6\")"
-                          " -> ft :: FlowTable(capacity 8K) -> GCSlicer(table ft) -> FlowLog(\"" + dir + "/" + name +
+                          " -> ft :: FlowTable(capacity 64K) -> GCSlicer(table ft) -> FlowLog(\"" + dir + "/" + name +
                           ".csv\");\n");
   };
   Run interp = run_sluice("run -q --no-jit " + probe("interp", "") + " --stats-json " + quote(dir + "/interp.json"));
@@ -582,7 +587,12 @@ TEST_CASE("jit: by default the segments start on the interpreter and switch to t
   };
   std::vector<std::string> want = sorted_lines("interp"), got = sorted_lines("jit");
   CHECK(want.size() > 1000);
-  CHECK(got == want);
+  // The lines of one run only (the two vectors whole took Catch 90 s to print).
+  std::vector<std::string> only_jit, only_interp;
+  std::set_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(only_jit));
+  std::set_difference(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(only_interp));
+  CHECK(only_jit == std::vector<std::string>{});
+  CHECK(only_interp == std::vector<std::string>{});
 }
 
 // A run over before its loops could be compiled does not wait for the

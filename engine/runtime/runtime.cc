@@ -25,7 +25,14 @@ namespace {
 
 // Packets a lane can hold besides its rings: receive descriptors, the
 // software-RSS queue, bursts in flight in each element, mempool caches.
+// A live source that finds its pool empty drops packets: it gets room to
+// spare. An offline one (a trace, TrafficGen in memory) only waits for
+// buffers to come back, and every buffer of its pool is written when the
+// pool is made, a page fault each 4 KiB without hugepages: it gets what its
+// lanes use (bursts in flight and the mempool caches, 384 buffers at most
+// per thread). 8192 made a third of the start of a short trace's run.
 constexpr unsigned kLaneMbufSlack = 8192;
+constexpr unsigned kOfflineLaneMbufSlack = 2048;
 
 bool is_pci_address(const std::string &s) {
   static const std::regex pci("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
@@ -124,9 +131,9 @@ void check_runnable(const LaneGraph &lg) {
 }
 
 // Packet buffers per lane: its rings (at most `ring_fill` packets in each)
-// and some slack.
-std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg, unsigned ring_fill) {
-  std::vector<unsigned> mbufs(lg.lanes.size(), kLaneMbufSlack);
+// and some slack (less for an offline source's lanes).
+std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg, unsigned ring_fill, bool offline) {
+  std::vector<unsigned> mbufs(lg.lanes.size(), offline ? kOfflineLaneMbufSlack : kLaneMbufSlack);
   for (const Edge &ed : lg.edges) {
     const Node &from = lg.nodes[ed.from];
     if (!ed.crosses_segments || from.lane < 0) continue;
@@ -201,8 +208,8 @@ bool Runtime::setup(std::string *error) {
   const LaneGraph &lg = ctx_.graph();
   try {
     check_runnable(lg);
-    ctx_.lane_mbufs = lane_mbufs_needed(lg, ~0u);
-    ctx_.lane_mbufs_offline = lane_mbufs_needed(lg, Channel::kOfflineWindow);
+    ctx_.lane_mbufs = lane_mbufs_needed(lg, ~0u, false);
+    ctx_.lane_mbufs_offline = lane_mbufs_needed(lg, Channel::kOfflineWindow, true);
     const Placement *plan = ctx_.options.placement.get();
     check_plan_cpus(plan);
     if (!init_eal(eal_request_for(lg, ctx_.lane_mbufs, plan, ctx_.options.eal_args), error)) return false;

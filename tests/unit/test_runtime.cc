@@ -234,9 +234,10 @@ TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[run
 }
 
 // An offline source's lanes never hold more than the window of each ring:
-// its pool is sized to that. It was sized to the whole rings (two rings of
-// 64K and 32K: about 105K buffers, every one written when the pool is made,
-// each a page fault without hugepages). A live source's still is.
+// its pool is sized to that, with less slack than a live one's (a short
+// pool makes it wait, never drop). It was sized to the whole rings (two
+// rings of 64K and 32K: about 105K buffers, every one written when the pool
+// is made, each a page fault without hugepages). A live source's still is.
 TEST_CASE("packet pool: an offline source gets buffers for the window of each ring, a live one for the whole rings",
           "[runtime]") {
   auto pool_size = [](const std::string &source) -> unsigned {
@@ -255,7 +256,9 @@ TEST_CASE("packet pool: an offline source gets buffers for the window of each ri
   INFO("offline " << offline << ", live " << live);
   CHECK(live >= 96u * 1024);
   CHECK(offline >= 2 * Channel::kOfflineWindow);
-  CHECK(offline < 32u * 1024);
+  // and little slack: 8192 buffers of slack (a live lane's) were a third
+  // of the start of a short trace's run
+  CHECK(offline < 2 * Channel::kOfflineWindow + 4096);
 }
 
 // A trace file is read into the pool's buffers as far as there are free

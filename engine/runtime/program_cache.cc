@@ -7,7 +7,10 @@
 #include <sched.h>
 #include <sys/resource.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 
 namespace sluice {
@@ -119,6 +122,10 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
     // "sl-jit" at the priority of its parent.
     if (background_nice_ != 0) setpriority(PRIO_PROCESS, 0, background_nice_);
     compile_here(compiler_cpu_);
+    {
+      std::lock_guard lock(tid_mutex_);
+      tid_ = gettid();
+    }
     for (SegmentRunner *s : todo) {
       if (s->done()) continue;  // nothing would run the loop
       if (stopping_) {
@@ -154,7 +161,25 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
         break;
       }
     }
+    std::lock_guard lock(tid_mutex_);
+    tid_ = 0;
   });
+}
+
+void ProgramCache::cancel() {
+  std::lock_guard lock(thread_mutex_);
+  stopping_ = true;
+  {
+    // The caller's nice value (getpriority's -1 is a value too: errno says).
+    std::lock_guard tid_lock(tid_mutex_);
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    // Lowering a nice value takes CAP_SYS_NICE (or RLIMIT_NICE): without
+    // it the thread keeps its own, and the wait is as before.
+    if (tid_ && errno == 0) setpriority(PRIO_PROCESS, id_t(tid_), nice);
+  }
+  if (thread_.joinable()) thread_.join();
+  stopping_ = false;
 }
 
 ProgramCache::CompiledLoop ProgramCache::compiled_loop(const SegmentRunner &seg) const {

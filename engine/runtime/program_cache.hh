@@ -3,6 +3,8 @@
 // between two batches, swapped out (back to the interpreter) when an
 // element's configuration changes, and let go when nothing can run them.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -53,13 +55,10 @@ class ProgramCache {
   // further segment: the run is over, or a reload is about to retire
   // segments (it compiles what then runs the interpreter again, the
   // survivors of the cancelled work included, instead of waiting for loops
-  // of a graph that goes).
-  void cancel() {
-    std::lock_guard lock(thread_mutex_);
-    stopping_ = true;
-    if (thread_.joinable()) thread_.join();
-    stopping_ = false;
-  }
+  // of a graph that goes). The compiling thread gets the caller's priority
+  // back for its last steps: at nice 19 on a busy machine it took hundreds
+  // of milliseconds to reach them, and the caller waits.
+  void cancel();
   // Segment compilations given up so, begun or not (they count in no
   // segment's compilations).
   uint64_t cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
@@ -104,6 +103,11 @@ class ProgramCache {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> cancelled_{0};
+  // The compiling thread's id while it runs (0 otherwise), for cancel()'s
+  // change of its priority; the mutex keeps a thread that has ended (whose
+  // id may be reused) from being changed.
+  std::mutex tid_mutex_;
+  pid_t tid_ = 0;
 };
 
 }  // namespace sluice

@@ -16,6 +16,8 @@
 #   run-jit        the same, `--jit` (the default: compiling in the background)
 # BASE=path/to/an/older/sluice adds base-check, base-interp, base-jit: the
 # same run by that binary, side by side.
+# LOAD=N: N busy loops (at the default priority) run beside the measured
+# runs, as other work on a busy machine.
 # Reported: the median and the lowest of each, in ms. These machines are
 # shared and noisy: compare the figures of one run.
 set -euo pipefail
@@ -23,9 +25,11 @@ cd "$(dirname "$0")/../.."
 SLUICE=${SLUICE:-build/engine/sluice}
 REPS=${REPS:-15}
 BASE=${BASE:-}
+LOAD=${LOAD:-0}
 TMP=$(mktemp -d)
 SINK=""
-trap '[ -z "$SINK" ] || kill "$SINK" 2> /dev/null; rm -rf "$TMP"' EXIT
+BUSY=()
+trap '[ -z "$SINK" ] || kill "$SINK" 2> /dev/null; [ ${#BUSY[@]} = 0 ] || kill "${BUSY[@]}" 2> /dev/null; rm -rf "$TMP"' EXIT
 source tests/bench/udp_sink.sh
 start_udp_sink
 
@@ -57,6 +61,10 @@ ms() {
   echo $(((e - s) / 1000000))
 }
 for v in "${VARS[@]}"; do ms "$v" > /dev/null; done  # the page cache holds the binaries
+for ((i = 0; i < LOAD; i++)); do
+  bash -c 'while :; do :; done' &
+  BUSY+=($!)
+done
 declare -A times
 n=${#VARS[@]}
 for ((r = 0; r < REPS; r++)); do
@@ -65,7 +73,7 @@ for ((r = 0; r < REPS; r++)); do
     times[$v]+="$(ms "$v") "
   done
 done
-echo "== whole process on 20 packets, ms (median and lowest of $REPS interleaved runs)"
+echo "== whole process on 20 packets, ms (median and lowest of $REPS interleaved runs${BUSY[0]:+, beside $LOAD busy loops})"
 printf '  %-12s %8s %8s\n' variant median lowest
 for v in "${VARS[@]}"; do
   sorted=$(echo "${times[$v]}" | tr ' ' '\n' | grep . | sort -n)

@@ -30,7 +30,7 @@ namespace {
 // buffers to come back, and every buffer of its pool is written when the
 // pool is made, a page fault each 4 KiB without hugepages: it gets what its
 // lanes use (bursts in flight and the mempool caches, 384 buffers at most
-// per thread). 8192 made a third of the start of a short trace's run.
+// per thread). 8192 made a fifth of the start of a short trace's run.
 constexpr unsigned kLaneMbufSlack = 8192;
 constexpr unsigned kOfflineLaneMbufSlack = 2048;
 

@@ -258,7 +258,7 @@ TEST_CASE("packet pool: an offline source gets buffers for the window of each ri
   INFO("offline " << offline << ", live " << live);
   CHECK(live >= 96u * 1024);
   CHECK(offline >= 2 * Channel::kOfflineWindow);
-  // and little slack: 8192 buffers of slack (a live lane's) were a third
+  // and little slack: 8192 buffers of slack (a live lane's) were a fifth
   // of the start of a short trace's run
   CHECK(offline < 2 * Channel::kOfflineWindow + 4096);
 }

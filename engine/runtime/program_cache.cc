@@ -167,9 +167,10 @@ void ProgramCache::compile_in_background(std::vector<SegmentRunner *> todo) {
 
 void ProgramCache::cancel() {
   std::lock_guard lock(thread_mutex_);
-  stopping_ = true;
   {
     // The caller's nice value (getpriority's -1 is a value too: errno says).
+    // Set before the thread is told to stop, so that what it does once
+    // told runs at that priority (a test saw it read 19 in between).
     std::lock_guard tid_lock(tid_mutex_);
     errno = 0;
     int nice = getpriority(PRIO_PROCESS, 0);
@@ -177,6 +178,7 @@ void ProgramCache::cancel() {
     // it the thread keeps its own, and the wait is as before.
     if (tid_ && errno == 0) setpriority(PRIO_PROCESS, id_t(tid_), nice);
   }
+  stopping_ = true;
   if (thread_.joinable()) thread_.join();
   stopping_ = false;
 }

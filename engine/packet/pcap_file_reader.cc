@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pcap/pcap.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,7 +77,7 @@ ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f
   return ClassicRecord::Ok;
 }
 
-PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optional<ReadAhead> ahead)
+PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optional<ReadAhead> ahead, bool map)
     : file_(file), chunk_(std::max<size_t>(chunk, 4096)) {
   fd_.fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_.fd < 0) throw std::runtime_error("cannot open " + file + ": " + strerror(errno));
@@ -85,6 +86,16 @@ PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optio
     walking_ = true;
     cap_ = chunk_ + kRecordHeader + format_.snapshot;
     read_offset_ = kFileHeader;
+    struct stat st;
+    if (map && fstat(fd_.fd, &st) == 0 && size_t(st.st_size) > kFileHeader) {
+      auto mapped = std::make_unique<MappedFile>(fd_.fd, size_t(st.st_size));
+      if (mapped->mapped()) {
+        map_ = std::move(mapped);
+        pos_ = kFileHeader, map_walked_ = pos_;
+        if (ahead) reader_ = std::thread(&PcapFileReader::bring_in_ahead, this, std::move(ahead->on_thread));
+        return;
+      }
+    }
     // Two slots at least when reading ahead: one being given, one being filled.
     slots_.resize(ahead ? std::max(ahead->slots, 2u) : 1);
     for (Slot &s : slots_) s.bytes = std::make_unique_for_overwrite<uint8_t[]>(cap_);
@@ -107,6 +118,10 @@ PcapFileReader::Descriptor::~Descriptor() {
 }
 
 bool PcapFileReader::next(PcapRecord &out) {
+  if (map_) {
+    if (next_mapped(out)) return true;
+    leave_map();
+  }
   if (walking_) {
     while (!slot_ || pos_ == slot_->records_end) {
       if (slot_ && slot_->then == Slot::Then::EndOfFile) return walking_ = false;
@@ -129,6 +144,70 @@ bool PcapFileReader::next(PcapRecord &out) {
   if (!pcap_ || !next_pcap_record(pcap_, out)) return false;
   ++records_;
   return true;
+}
+
+// The next record in the mapping, in place. Anything but a whole record
+// there, as mapped and intact, is left to read(): the end of the file (or
+// of what was mapped: the file may have grown since), a truncated record, a
+// record libpcap reads its own way, a file that shrank.
+bool PcapFileReader::next_mapped(PcapRecord &out) {
+  if (map_record_end_ > map_->intact_below()) {  // the last record was cut short: given again by read()
+    pos_ = map_record_start_, map_record_end_ = 0;
+    --records_;
+    return false;
+  }
+  const uint8_t *header = map_->data() + pos_;
+  if (pos_ + kRecordHeader > map_->size() || classic_pcap_record(header, format_, out) == ClassicRecord::ToLibpcap)
+    return false;
+  // Loaded after the header was read: a fault there shows in it.
+  if (pos_ + kRecordHeader + out.caplen > std::min(map_->size(), map_->intact_below())) return false;
+  out.data = header + kRecordHeader;
+  map_record_start_ = pos_;
+  pos_ += kRecordHeader + out.caplen;
+  map_record_end_ = pos_;
+  if ((map_record_start_ ^ pos_) >> 20) {  // a MiB further: the page thread may go on
+    map_walked_.store(pos_, std::memory_order_release);
+    map_walked_.notify_one();
+  }
+  ++records_;
+  return true;
+}
+
+// read() goes on from pos_, on this thread.
+void PcapFileReader::leave_map() {
+  stop_reading_ahead();
+  read_offset_ = pos_;
+  map_.reset();
+  map_record_end_ = 0;
+  slots_.resize(1);
+  slots_.front().bytes = std::make_unique_for_overwrite<uint8_t[]>(cap_);
+  slot_ = nullptr, pos_ = 0;
+}
+
+// The thread of a mapped walk: keeps the pages of the next few MiB brought
+// in (the walk takes no page faults, and the disk is read ahead where the
+// file is not in the page cache) and lets go of those a few MiB behind.
+void PcapFileReader::bring_in_ahead(std::function<void()> on_thread) {
+  pthread_setname_np(pthread_self(), "sl-pcap-read");
+  if (on_thread) on_thread();
+  constexpr size_t kStep = size_t(1) << 20, kAhead = size_t(8) << 20, kBehind = size_t(2) << 20;
+  size_t brought = 0, let_go = 0;
+  bool more = true;
+  for (;;) {
+    size_t walked = map_walked_.load(std::memory_order_acquire);
+    if (walked == kStopped) return;
+    if (walked > let_go + kBehind + kStep) {
+      map_->let_go(let_go, walked - kBehind);
+      let_go = walked - kBehind;
+    }
+    if (more && brought < walked + kAhead && brought < map_->size()) {
+      size_t from = std::max(brought, walked);
+      brought = std::min(map_->size(), from + kStep);
+      more = map_->bring_in(from, brought);  // false: the file shrank; the walk finds out
+      continue;
+    }
+    map_walked_.wait(walked, std::memory_order_acquire);
+  }
 }
 
 // Reads a chunk from read_offset_ (more, until one record is whole) and
@@ -223,6 +302,8 @@ void PcapFileReader::stop_reading_ahead() {
     stop_ = true;
   }
   changed_.notify_all();
+  map_walked_.store(kStopped, std::memory_order_release);
+  map_walked_.notify_all();
   reader_.join();
 }
 
@@ -234,6 +315,7 @@ void PcapFileReader::stop_reading_ahead() {
 void PcapFileReader::to_libpcap() {
   walking_ = false;
   stop_reading_ahead();
+  map_.reset();
   slot_ = nullptr;
   filled_.clear(), free_.clear();
   slots_.clear();

@@ -3,10 +3,14 @@
 // captured and wire lengths, and data (PcapRecord).
 //
 // A classic pcap file (magic a1b2c3d4 or a1b23c4d, either byte order,
-// version 2.4, a link type the packet parser knows) is read here, in chunks
-// of 256 KiB into buffers (slots) of whole records that the records are
-// walked in: one copy out of the kernel, a read() per chunk; on a thread
-// of its own, reading ahead, when asked (ReadAhead). DPDK's net_pcap, which read these files
+// version 2.4, a link type the packet parser knows) is walked here: in place
+// in its mapping when asked (`map`, a regular file: MappedFile), with a
+// thread bringing the pages in ahead when asked (ReadAhead); or in chunks of
+// 256 KiB read into buffers (slots) of whole records, a read() per chunk,
+// on a thread of its own reading ahead when asked. Mapped, the records'
+// bytes are copied once, by whoever takes them; read(), twice, the
+// kernel's copy on the reading thread (docs/performance.md, "A trace read
+// in place"). DPDK's net_pcap, which read these files
 // before, went through libpcap's stdio: a read() per 4 KiB, a second copy,
 // microsecond times only, no wire length (docs/performance.md, "Trace
 // files"). Anything else (pcapng, older versions, other magics and link
@@ -14,6 +18,7 @@
 // file's snapshot length or above len) goes to libpcap from that record on,
 // so the records are always libpcap's.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/packet/mapped_file.hh"
 #include "engine/packet/pcap_record.hh"
 
 struct pcap;  // libpcap's pcap_t
@@ -62,11 +68,17 @@ class PcapFileReader {
     unsigned slots = 4;               // chunks read and not yet taken, at most
     std::function<void()> on_thread;  // run first on the reading thread (its CPUs, say)
   };
-  // Opens `file`; throws std::runtime_error when it cannot be read. The
-  // file is read `chunk` bytes at a time, on the caller's thread, or ahead
-  // of it on a thread of the reader's own when `ahead` is given (a classic
-  // pcap file's walk only: libpcap's reading stays on the caller's).
-  explicit PcapFileReader(const std::string &file, size_t chunk = kChunk, std::optional<ReadAhead> ahead = {});
+  // Opens `file`; throws std::runtime_error when it cannot be read. With
+  // `map`, a classic pcap file that is a regular file is mapped and walked
+  // in place (to the size it had when opened; what is added later, and any
+  // file that cannot be mapped, is read as below); the thread `ahead` asks
+  // for brings its pages in before they are walked (ReadAhead::slots unused).
+  // Otherwise the file is read `chunk` bytes at a time, on the caller's
+  // thread, or ahead of it on a thread of the reader's own when `ahead` is
+  // given (a classic pcap file's walk only: libpcap's reading stays on the
+  // caller's).
+  explicit PcapFileReader(const std::string &file, size_t chunk = kChunk, std::optional<ReadAhead> ahead = {},
+                          bool map = false);
   ~PcapFileReader();
   PcapFileReader(const PcapFileReader &) = delete;
   PcapFileReader &operator=(const PcapFileReader &) = delete;
@@ -74,6 +86,11 @@ class PcapFileReader {
   // The next record, its data valid until the next call: false at the end
   // of the file, at a truncated record, or where libpcap stops reading.
   bool next(PcapRecord &out);
+  // Whether the bytes of the record last given were all the file's: false
+  // when the file shrank under its mapping while they were read (they read
+  // zeros from there). The caller drops such a record: the next call gives
+  // it again as the file now has it, or ends where the file now ends.
+  bool intact() const { return !map_ || map_record_end_ <= map_->intact_below(); }
   // Whether the records so far were walked here, not read by libpcap.
   bool walked() const { return !pcap_; }
   // Whether a thread reads the file ahead (now).
@@ -97,6 +114,9 @@ class PcapFileReader {
   void read_ahead(std::function<void()> on_thread);  // the reading thread
   void stop_reading_ahead();
   void to_libpcap();   // libpcap reads on from record number records_
+  bool next_mapped(PcapRecord &out);  // false: read() takes the walk on from pos_ (leave_map)
+  void leave_map();
+  void bring_in_ahead(std::function<void()> on_thread);  // the thread of a mapped walk
 
   struct Descriptor {  // closed with the reader, also when its constructor throws
     int fd = -1;
@@ -122,6 +142,13 @@ class PcapFileReader {
   std::condition_variable changed_;
   std::deque<Slot *> filled_, free_;
   bool stop_ = false;
+  // The mapped walk: the next record at pos_ in map_. The last record given
+  // started at map_record_start_; map_walked_ is pos_ as the thread that
+  // brings pages in sees it (kStopped: it is to end).
+  std::unique_ptr<MappedFile> map_;
+  size_t map_record_start_ = 0, map_record_end_ = 0;
+  std::atomic<size_t> map_walked_{0};
+  static constexpr size_t kStopped = ~size_t(0);
   std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)
   ::pcap *pcap_ = nullptr;
 };

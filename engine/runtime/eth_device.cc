@@ -229,10 +229,11 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
   while (got < n && current_ < spec_.files.size()) {
     if (!file_) {
       try {
-        // Read ahead on a thread of any of the process's CPUs, not this
-        // lane's: the reading overlaps with the lane's work.
+        // Walked in its mapping, with pages brought in (or, where it cannot
+        // be mapped, read ahead) on a thread of any of the process's CPUs,
+        // not this lane's: that overlaps with the lane's work.
         file_ = std::make_unique<PcapFileReader>(spec_.files[current_], PcapFileReader::kChunk,
-                                                 PcapFileReader::ReadAhead{4, unpin_current_thread});
+                                                 PcapFileReader::ReadAhead{4, unpin_current_thread}, true);
       } catch (const std::runtime_error &e) {
         throw std::runtime_error("device '" + spec_.text + "': " + e.what());
       }
@@ -246,8 +247,13 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     if (segments > spares_) take_buffers(segments);
     if (segments > spares_) break;  // the pool is short: the record waits
     held_ = false;
+    rte_mbuf *m = copy_record(record_, segments);
+    if (!file_->intact()) {  // the file shrank while it was copied: the reader reads it again, or ends
+      rte_pktmbuf_free(m);
+      continue;
+    }
     info[got] = {record_.ns, record_.len};
-    pkts[got++] = copy_record(record_, segments);
+    pkts[got++] = m;
   }
   if (current_ == spec_.files.size()) {
     free_packets(spare_, spares_);

@@ -5,7 +5,8 @@
 // and its bytes go through the packet parser with the record's wire length. Never a
 // crash, a read outside a record (ASan) or undefined behaviour (UBSan). The
 // same bytes as a file, read by PcapFileReader (4 KiB chunks, so records
-// cross their edges; on its caller's thread or reading ahead), give the records libpcap gave, bytes and all, or it
+// cross their edges; on its caller's thread or reading ahead; or mapped),
+// give the records libpcap gave, bytes and all, or it
 // refuses the file as libpcap did.
 #include <pcap/pcap.h>
 #include <sys/mman.h>
@@ -42,11 +43,13 @@ static void check_file_reader(const uint8_t *data, size_t size, const std::vecto
   bool written = write(fd, data, size) == ssize_t(size);
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   if (written) {
-    // libpcap opened these bytes: so does the reader; every other input
-    // read ahead by its thread (two slots), as RSSSource reads a trace.
+    // libpcap opened these bytes: so does the reader, in each of its ways
+    // by turns: read() on this thread or ahead by its own (two slots), or
+    // mapped and walked in place (as RSSSource reads a trace), with or
+    // without a thread bringing the pages in.
     std::optional<PcapFileReader::ReadAhead> ahead;
     if (size % 2) ahead = PcapFileReader::ReadAhead{2, nullptr};
-    PcapFileReader reader(path, 4096, ahead);
+    PcapFileReader reader(path, 4096, ahead, size % 4 >= 2);
     PcapRecord r;
     size_t n = 0;
     for (; n < want.size() && reader.next(r); ++n) {

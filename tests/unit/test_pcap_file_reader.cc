@@ -5,12 +5,15 @@
 // libpcap reads in its own way (cut to the snapshot length, caplen above len,
 // a truncated end, pcapng).
 #include <pcap/pcap.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,20 +57,38 @@ std::vector<Seen> by_libpcap(const std::string &path) {
   return out;
 }
 
-// Read on the caller's thread, or (ahead) by a thread of the reader's with
-// two slots: the reader waiting for the thread and the thread for it, both.
-std::vector<Seen> by_reader(const std::string &path, size_t chunk, bool *walked = nullptr, bool ahead = false) {
-  PcapFileReader reader(path, chunk,
-                        ahead ? std::optional(PcapFileReader::ReadAhead{2, nullptr}) : std::nullopt);
+// The ways a reader can take a file: read() on the caller's thread, or by a
+// thread of the reader's with two slots (the reader waiting for the thread
+// and the thread for it, both); or mapped and walked in place, with or
+// without a thread bringing the pages in.
+enum class Way { Read, ReadAhead, Mapped, MappedAhead };
+constexpr Way kWays[] = {Way::Read, Way::ReadAhead, Way::Mapped, Way::MappedAhead};
+const char *way_name(Way w) {
+  return w == Way::Read ? "read" : w == Way::ReadAhead ? "read ahead" : w == Way::Mapped ? "mapped" : "mapped, pages brought in ahead";
+}
+
+std::vector<Seen> by_reader(const std::string &path, size_t chunk, bool *walked = nullptr, Way way = Way::Read) {
+  bool ahead = way == Way::ReadAhead || way == Way::MappedAhead;
+  PcapFileReader reader(path, chunk, ahead ? std::optional(PcapFileReader::ReadAhead{2, nullptr}) : std::nullopt,
+                        way == Way::Mapped || way == Way::MappedAhead);
   std::vector<Seen> out;
   PcapRecord r;
   bool all_walked = true;
   while (reader.next(r)) {
     all_walked = all_walked && reader.walked();
     out.push_back(seen(r));
+    CHECK(reader.intact());
   }
   if (walked) *walked = all_walked;
   return out;
+}
+
+// Whether every way gives `want`.
+void every_way_gives(const std::string &path, const std::vector<Seen> &want) {
+  for (Way way : kWays) {
+    INFO(way_name(way));
+    CHECK(by_reader(path, 4096, nullptr, way) == want);
+  }
 }
 
 // A classic pcap file, header fields and records as given (in our byte
@@ -125,9 +146,9 @@ TEST_CASE("pcap file reader: the real traces walked give libpcap's records", "[p
     bool walked = false;
     // Chunks of a page: every record near a chunk's edge somewhere.
     for (size_t chunk : {size_t(4096), PcapFileReader::kChunk})
-      for (bool ahead : {false, true}) {
-      INFO("chunk " << chunk << (ahead ? ", read ahead" : ""));
-      std::vector<Seen> got = by_reader(e.path(), chunk, &walked, ahead);
+      for (Way way : kWays) {
+      INFO("chunk " << chunk << ", " << way_name(way));
+      std::vector<Seen> got = by_reader(e.path(), chunk, &walked, way);
       REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         INFO("record " << i);
@@ -150,10 +171,10 @@ TEST_CASE("pcap file reader: both byte orders, both precisions, records across c
       std::vector<Seen> want = by_libpcap(path);
       REQUIRE(want.size() == records.size());
       for (size_t chunk : {size_t(4096), size_t(8192), size_t(1) << 20})
-        for (bool ahead : {false, true}) {
-        INFO("chunk " << chunk << (ahead ? ", read ahead" : ""));
+        for (Way way : kWays) {
+        INFO("chunk " << chunk << ", " << way_name(way));
         bool walked = false;
-        std::vector<Seen> got = by_reader(path, chunk, &walked, ahead);
+        std::vector<Seen> got = by_reader(path, chunk, &walked, way);
         CHECK(walked);
         REQUIRE(got.size() == want.size());
         for (size_t i = 0; i < got.size(); ++i) {
@@ -173,14 +194,12 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
     std::vector<Seen> want = by_libpcap(path);
     REQUIRE(want.size() == 200);
     CHECK(want[120].caplen == 1500);
-    CHECK(by_reader(path, 4096) == want);
-    CHECK(by_reader(path, 4096, nullptr, true) == want);
+    every_way_gives(path, want);
   }
   SECTION("caplen above len") {
     records[50].len = records[50].caplen - 1;
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, true);
-    CHECK(by_reader(path, 4096) == by_libpcap(path));
-    CHECK(by_reader(path, 4096, nullptr, true) == by_libpcap(path));
+    every_way_gives(path, by_libpcap(path));
   }
   SECTION("an older version (libpcap may swap caplen and len)") {
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 2, 65535, records, false);
@@ -194,9 +213,7 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
       std::string path = write_raw(dir + "/f.pcap", 0xa1b23c4du, 2, 4, 65535, records, false, cut);
       std::vector<Seen> want = by_libpcap(path);
       CHECK(want.size() == 199);
-      CHECK(by_reader(path, 4096) == want);
-      CHECK(by_reader(path, 4096, nullptr, true) == want);
-    CHECK(by_reader(path, 4096, nullptr, true) == want);
+      every_way_gives(path, want);
     }
   }
   SECTION("a link type whose lengths libpcap rewrites (Linux USB, mmapped)") {
@@ -208,8 +225,7 @@ TEST_CASE("pcap file reader: records libpcap reads its own way go to libpcap, fr
   }
   SECTION("a file of its header alone") {
     std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, {}, false);
-    CHECK(by_reader(path, 4096).empty());
-    CHECK(by_reader(path, 4096, nullptr, true).empty());
+    every_way_gives(path, {});
   }
 }
 
@@ -293,5 +309,134 @@ TEST_CASE("pcap file reader: reading ahead on a thread of its own", "[pcap]") {
     PcapFileReader reader(ng, 4096, PcapFileReader::ReadAhead{2, [&] { ++setups; }});
     CHECK_FALSE(reader.reading_ahead());
     CHECK(setups == 0);
+  }
+}
+
+namespace {
+// Where record i of write_raw's file starts.
+size_t record_offset(const std::vector<RawRecord> &records, size_t i) {
+  size_t at = 24;
+  for (size_t j = 0; j < i; ++j) at += 16 + records[j].caplen;
+  return at;
+}
+}  // namespace
+
+// A trace can be cut short while it is walked in its mapping (rewritten by
+// whoever wrote it): its pages past the new end raise SIGBUS when read,
+// which ended the process. The reader's mapping catches them: the record
+// whose bytes were cut is not intact and is dropped, and the walk ends where
+// the file now ends, as read() would.
+TEST_CASE("pcap file reader: a mapped trace cut short while it is walked ends where the file ends, without a SIGBUS",
+          "[pcap]") {
+  std::string dir = test::scratch("pcap-reader", "shrinks");
+  std::vector<RawRecord> records = many_records(3000);
+  for (bool ahead : {false, true}) {
+    INFO((ahead ? "pages brought in ahead" : "no thread"));
+    std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, false);
+    std::vector<Seen> want = by_libpcap(path);
+    // The first record from 1000 on whose header is in one page and whose
+    // bytes go on into the next: the file is cut at that page's start.
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    size_t cut_record = 1000, cut = 0;
+    for (;; ++cut_record) {
+      REQUIRE(cut_record < records.size());
+      size_t start = record_offset(records, cut_record), end = start + 16 + records[cut_record].caplen;
+      size_t next_page = (start + 16 + page - 1) / page * page;  // the header is below it
+      if (next_page < end) {
+        cut = next_page;
+        break;
+      }
+    }
+    PcapFileReader reader(path, 4096, ahead ? std::optional(PcapFileReader::ReadAhead{2, nullptr}) : std::nullopt,
+                          true);
+    std::vector<Seen> got;
+    PcapRecord r;
+    for (int i = 0; i < 100; ++i) {
+      REQUIRE(reader.next(r));
+      got.push_back(seen(r));
+    }
+    REQUIRE(truncate(path.c_str(), off_t(cut)) == 0);
+    size_t not_intact = 0;
+    while (reader.next(r)) {
+      Seen s = seen(r);  // reads the record's bytes: the cut one's past the cut page
+      if (!reader.intact()) {
+        ++not_intact;
+        continue;
+      }
+      got.push_back(s);
+    }
+    // With the thread, the cut page may have faulted while it was brought in.
+    if (!ahead) CHECK(not_intact == 1);
+    REQUIRE(got.size() == cut_record);
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("record " << i);
+      REQUIRE(got[i] == want[i]);
+    }
+  }
+}
+
+// The mapping is of the file as it was opened: what is written to it later
+// (a capture still being written) is read on from there.
+TEST_CASE("pcap file reader: a mapped trace that grows while it is walked gives the records added", "[pcap]") {
+  std::string dir = test::scratch("pcap-reader", "grows");
+  std::vector<RawRecord> records = many_records(600);
+  std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, false);
+  std::vector<Seen> want = by_libpcap(path);
+  // The first 400 records and half of the 401st, then the rest.
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  size_t first = record_offset(records, 400) + 30;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, first);
+  PcapFileReader reader(path, 4096, std::nullopt, true);
+  std::vector<Seen> got;
+  PcapRecord r;
+  for (int i = 0; i < 399; ++i) {
+    REQUIRE(reader.next(r));
+    got.push_back(seen(r));
+  }
+  std::ofstream(path, std::ios::binary | std::ios::app) << bytes.substr(first);
+  while (reader.next(r)) got.push_back(seen(r));
+  CHECK(got == want);
+}
+
+// Pages brought in ahead, and let go behind, over a file of several times
+// the window; more readers at once than the SIGBUS guard has room for (those
+// read() the file).
+TEST_CASE("pcap file reader: mapped, pages brought in ahead on a thread of its own, many readers at once", "[pcap]") {
+  std::string dir = test::scratch("pcap-reader", "mapped-ahead");
+  std::vector<RawRecord> records = many_records(40000);  // ~30 MB
+  std::string path = write_raw(dir + "/f.pcap", 0xa1b23c4du, 2, 4, 65535, records, true);
+  std::vector<Seen> want = by_libpcap(path);
+  std::atomic<bool> other_thread{false};
+  std::thread::id caller = std::this_thread::get_id();
+  {
+    PcapFileReader reader(path, PcapFileReader::kChunk, PcapFileReader::ReadAhead{2, [&] {
+                            other_thread = std::this_thread::get_id() != caller;
+                          }},
+                          true);
+    CHECK(reader.reading_ahead());
+    PcapRecord r;
+    size_t n = 0;
+    for (; reader.next(r); ++n) {
+      REQUIRE(n < want.size());
+      REQUIRE(seen(r) == want[n]);
+    }
+    CHECK(n == want.size());
+    CHECK(reader.walked());
+  }
+  CHECK(other_thread);
+  std::vector<RawRecord> few = many_records(50);
+  std::string small = write_raw(dir + "/small.pcap", 0xa1b2c3d4u, 2, 4, 65535, few, false);
+  std::vector<Seen> small_want = by_libpcap(small);
+  std::vector<std::unique_ptr<PcapFileReader>> readers;
+  for (int i = 0; i < 80; ++i) readers.push_back(std::make_unique<PcapFileReader>(small, 4096, std::nullopt, true));
+  for (auto &reader : readers) {
+    std::vector<Seen> got;
+    PcapRecord r;
+    while (reader->next(r)) got.push_back(seen(r));
+    CHECK(got == small_want);
   }
 }

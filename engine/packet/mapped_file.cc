@@ -1,0 +1,130 @@
+#include "engine/packet/mapped_file.hh"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14
+#endif
+
+namespace sluice {
+
+namespace {
+
+// The live mappings, as the SIGBUS handler sees them: lock-free, since a
+// handler may take no lock. A slot is live while `begin` is not 0.
+struct GuardSlot {
+  std::atomic<bool> taken{false};
+  std::atomic<uintptr_t> begin{0}, end{0};  // end: the mapping's, page-rounded
+  std::atomic<std::atomic<size_t> *> intact_below{nullptr};
+};
+constexpr int kGuardSlots = 64;
+GuardSlot guard_slots[kGuardSlots];
+struct sigaction previous_action;  // SIGBUS's before ours
+uintptr_t page_size;
+
+void on_sigbus(int sig, siginfo_t *info, void *context) {
+  uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (info->si_code == BUS_ADRERR) {
+    for (GuardSlot &s : guard_slots) {
+      uintptr_t begin = s.begin.load(std::memory_order_acquire), end = s.end.load(std::memory_order_relaxed);
+      if (!begin || at < begin || at >= end) continue;
+      // Past the file's new end: zeros from this page to the mapping's end.
+      uintptr_t page = at & ~(page_size - 1);
+      if (mmap(reinterpret_cast<void *>(page), end - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+               0) == MAP_FAILED)
+        break;
+      std::atomic<size_t> *intact = s.intact_below.load(std::memory_order_relaxed);
+      size_t cut = page - begin, was = intact->load(std::memory_order_relaxed);
+      while (cut < was && !intact->compare_exchange_weak(was, cut, std::memory_order_release)) {
+      }
+      return;  // the access is made again, and reads zeros
+    }
+  }
+  // Not a trace's page: as it would have been without this handler.
+  if (previous_action.sa_flags & SA_SIGINFO) {
+    if (previous_action.sa_sigaction) return previous_action.sa_sigaction(sig, info, context);
+  } else if (previous_action.sa_handler != SIG_DFL && previous_action.sa_handler != SIG_IGN) {
+    return previous_action.sa_handler(sig);
+  }
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGBUS, &dfl, nullptr);  // the access faults again, and the default ends the process
+}
+
+void install_guard() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    page_size = uintptr_t(sysconf(_SC_PAGESIZE));
+    struct sigaction action = {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &previous_action);
+  });
+}
+
+}  // namespace
+
+MappedFile::MappedFile(int fd, size_t size) : intact_below_(size) {
+  struct stat st;
+  if (size == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) < size) return;
+  install_guard();
+  for (int i = 0; i < kGuardSlots && guard_slot_ < 0; ++i) {
+    bool free = false;
+    if (guard_slots[i].taken.compare_exchange_strong(free, true)) guard_slot_ = i;
+  }
+  if (guard_slot_ < 0) return;  // read() it is
+  size_t rounded = (size + page_size - 1) & ~(page_size - 1);
+  void *m = mmap(nullptr, rounded, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    guard_slots[guard_slot_].taken = false;
+    guard_slot_ = -1;
+    return;
+  }
+  madvise(m, rounded, MADV_SEQUENTIAL);  // the kernel reads ahead of the faults, and further
+  data_ = static_cast<const uint8_t *>(m), size_ = size, mapped_size_ = rounded;
+  GuardSlot &g = guard_slots[guard_slot_];
+  g.end.store(reinterpret_cast<uintptr_t>(m) + rounded, std::memory_order_relaxed);
+  g.intact_below.store(&intact_below_, std::memory_order_relaxed);
+  g.begin.store(reinterpret_cast<uintptr_t>(m), std::memory_order_release);
+}
+
+MappedFile::~MappedFile() {
+  if (guard_slot_ < 0) return;
+  GuardSlot &g = guard_slots[guard_slot_];
+  g.begin.store(0, std::memory_order_release);  // before the range can be anyone else's
+  if (data_) munmap(const_cast<uint8_t *>(data_), mapped_size_);
+  g.taken = false;
+}
+
+bool MappedFile::bring_in(size_t begin, size_t end) const {
+  static std::atomic<bool> populate_works{true};  // MADV_POPULATE_READ: Linux 5.14 on
+  end = std::min(end, size_);
+  if (!data_ || begin >= end) return data_ != nullptr;
+  uintptr_t from = reinterpret_cast<uintptr_t>(data_) + begin, to = reinterpret_cast<uintptr_t>(data_) + end;
+  from &= ~(page_size - 1);
+  if (populate_works.load(std::memory_order_relaxed)) {
+    if (madvise(reinterpret_cast<void *>(from), to - from, MADV_POPULATE_READ) == 0) return true;
+    if (errno != EINVAL) return false;  // EFAULT: the file shrank
+    populate_works = false;
+  }
+  // A read a page: a fault each, taken here rather than by the reader (past
+  // a shrunk file's end, the handler's zeros).
+  for (uintptr_t p = from; p < to; p += page_size) (void)*reinterpret_cast<const volatile uint8_t *>(p);
+  return intact_below() >= end;
+}
+
+void MappedFile::let_go(size_t begin, size_t end) const {
+  if (!data_) return;
+  uintptr_t from = reinterpret_cast<uintptr_t>(data_) + begin, to = reinterpret_cast<uintptr_t>(data_) + std::min(end, size_);
+  from = (from + page_size - 1) & ~(page_size - 1), to &= ~(page_size - 1);
+  if (from < to) madvise(reinterpret_cast<void *>(from), to - from, MADV_DONTNEED);
+}
+
+}  // namespace sluice

@@ -1,0 +1,56 @@
+// MappedFile: a regular file's bytes mapped read-only, for reading in place
+// (PcapFileReader walks a trace's records in its mapping and RSSSource
+// copies each one into a packet buffer: one copy, where read() made two, the
+// kernel's into a buffer and ours out of it).
+//
+// A file can shrink while it is mapped (a trace rewritten or truncated by
+// whoever wrote it): touching its pages past the new end raises SIGBUS,
+// which would end the process. A SIGBUS handler, installed with the first
+// mapping, catches the faults that fall in a live MappedFile: it maps zeros
+// over the mapping from the faulting page on (so the access that faulted,
+// and any after it, read zeros) and notes where the file's bytes stopped
+// (intact_below). Faults elsewhere go to the handler that was there before
+// (or end the process, as without one). The reader checks intact_below
+// after reading what it reads, and discards what lay past it.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice {
+
+class MappedFile {
+ public:
+  // Maps the first `size` bytes of the regular file open at `fd`; mapped()
+  // is false where it cannot be (not a regular file, mmap fails, too many
+  // mappings at once for the SIGBUS guard, size 0).
+  MappedFile(int fd, size_t size);
+  ~MappedFile();
+  MappedFile(const MappedFile &) = delete;
+  MappedFile &operator=(const MappedFile &) = delete;
+
+  bool mapped() const { return data_ != nullptr; }
+  const uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  // The bytes [0, intact_below()) are the file's; past it, zeros where the
+  // file shrank under the mapping (size() while it has not).
+  size_t intact_below() const { return intact_below_.load(std::memory_order_acquire); }
+
+  // Brings the pages of [begin, end) in (from the page cache or the disk),
+  // so that reading them does not fault: false once that fails (the file
+  // shrank), after which reading past the fault raises the SIGBUS handled
+  // above. Cheap to call on pages already in.
+  bool bring_in(size_t begin, size_t end) const;
+  // Takes [begin, end)'s pages out of this process's page tables (the page
+  // cache keeps them; reading them again maps them again): the pages behind
+  // a reader, so that a long trace does not map all of itself.
+  void let_go(size_t begin, size_t end) const;
+
+ private:
+  const uint8_t *data_ = nullptr;
+  size_t size_ = 0, mapped_size_ = 0;  // mapped_size_: size_ rounded up to pages
+  int guard_slot_ = -1;
+  std::atomic<size_t> intact_below_;
+};
+
+}  // namespace sluice

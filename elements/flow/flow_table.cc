@@ -295,7 +295,7 @@ std::string FlowTableRuntime::dating_text() const {
 // (two cache misses per packet otherwise). Records of flows the batch ended
 // leave in chunks that fit a FlowBatch.
 void FlowTableRuntime::push(int, PacketBatch &batch) {
-  last_wall_ns_ = mono_ns();
+  if (live_) last_wall_ns_ = mono_ns();  // GCSlicer's stand-in for packet time on a live lane only
   if (!adopted_evictions_.empty()) [[unlikely]] emit_adopted_evictions();
   constexpr unsigned kChunk = kMaxFlowBatch / FlowCache::kMaxRecordsPerPacket;
   PacketBatch pass;

@@ -31,7 +31,9 @@
 #   nfpcapd        nfdump's nfpcapd -r FILE, flows to nfcapd files
 # Reported: the median whole-process wall time of each, its packets per
 # second, its time relative to the fastest peer (softflowd, nfpcapd): a
-# ratio > 1 means Sluice is that many times faster; and the flow records each
+# ratio > 1 means Sluice is that many times faster; the median cpu time of
+# the whole process (user + system, every thread: what the run cost the
+# machine, where the wall time hides work done beside); and the flow records each
 # exported (the first run's): the work differs. softflowd expires flows on
 # wall-clock time only (its `expint`), so reading a file it never times a
 # flow out: with DISTINCT=0 the copies' flows merge into flows lasting a
@@ -113,16 +115,17 @@ run_variant() {
     *) echo "unknown variant $1" >&2; exit 2;;
   esac
 }
+# One run of a variant: its wall seconds, and its cpu seconds (user + system,
+# every thread) into cpu[$1].
+declare -A cpu
 secs() {
-  local s e
-  s=$(date +%s.%N)
-  local rc=0
-  run_variant "$1" > "$TMP/out.txt" 2>&1 || rc=$?
+  local TIMEFORMAT='%R %U %S' t rc=0
+  t=$( { time run_variant "$1" > "$TMP/out.txt" 2>&1; } 2>&1 ) || rc=$?
   if [ "$rc" != 0 ]; then
     echo "$1 failed (exit $rc):" >&2; tail -5 "$TMP/out.txt" >&2; exit 1
   fi
-  e=$(date +%s.%N)
-  echo "$e - $s" | bc -l
+  read -r wall user sys <<< "$t"
+  echo "$wall $(echo "$user + $sys" | bc -l)"
 }
 
 # The flow records a meter's run exported, from its output.
@@ -143,7 +146,9 @@ n=${#VARS[@]}
 for ((r = 0; r < REPS; r++)); do
   for ((k = 0; k < n; k++)); do
     v=${VARS[$(((k + r) % n))]}
-    times[$v]+="$(secs "$v") "
+    read -r w c <<< "$(secs "$v")"
+    times[$v]+="$w "
+    cpu[$v]+="$c "
   done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
@@ -154,12 +159,13 @@ for v in "${VARS[@]}"; do
   case $v in sluice-* | base-*) ;; *) if [ -z "$best_peer" ] || (($(echo "${med[$v]} < ${med[$best_peer]}" | bc -l))); then best_peer=$v; fi;; esac
 done
 echo "== $pk packets ($TRACE), whole process, median of $REPS interleaved runs"
-printf '  %-14s %8s %8s  %-24s %s\n' meter seconds Mpps "${best_peer:+speed-up over $best_peer}" "flow records"
+printf '  %-14s %8s %8s  %-24s %8s  %s\n' meter seconds Mpps "${best_peer:+speed-up over $best_peer}" "cpu s" "flow records"
 for v in "${VARS[@]}"; do
   t=${med[$v]}
   ratio=""
   [ -n "$best_peer" ] && ratio=$(printf '%.2fx' "$(echo "${med[$best_peer]} / $t" | bc -l)")
-  printf '  %-14s %8.3f %8.2f  %-24s %s\n' "$v" "$t" "$(echo "$pk / $t / 1000000" | bc -l)" "$ratio" "${flows[$v]}"
+  printf '  %-14s %8.3f %8.2f  %-24s %8.3f  %s\n' "$v" "$t" "$(echo "$pk / $t / 1000000" | bc -l)" "$ratio" \
+    "$(echo "${cpu[$v]}" | median)" "${flows[$v]}"
 done
-echo "  (all runs, s:)"
-for v in "${VARS[@]}"; do printf '    %-14s %s\n' "$v" "${times[$v]}"; done
+echo "  (all runs, wall s / cpu s:)"
+for v in "${VARS[@]}"; do printf '    %-14s %s\n    %-14s %s\n' "$v" "${times[$v]}" "" "${cpu[$v]}"; done

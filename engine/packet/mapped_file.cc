@@ -22,11 +22,18 @@ struct GuardSlot {
   std::atomic<bool> taken{false};
   std::atomic<uintptr_t> begin{0}, end{0};  // end: the mapping's, page-rounded
   std::atomic<std::atomic<size_t> *> intact_below{nullptr};
+  std::atomic<int> fd{-1};
 };
 constexpr int kGuardSlots = 64;
 GuardSlot guard_slots[kGuardSlots];
 struct sigaction previous_action;  // SIGBUS's before ours
 uintptr_t page_size;
+
+void lower(std::atomic<size_t> &value, size_t to) {  // lock-free: safe in a handler
+  size_t was = value.load(std::memory_order_relaxed);
+  while (to < was && !value.compare_exchange_weak(was, to, std::memory_order_release)) {
+  }
+}
 
 void on_sigbus(int sig, siginfo_t *info, void *context) {
   uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
@@ -39,10 +46,10 @@ void on_sigbus(int sig, siginfo_t *info, void *context) {
       if (mmap(reinterpret_cast<void *>(page), end - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
                0) == MAP_FAILED)
         break;
-      std::atomic<size_t> *intact = s.intact_below.load(std::memory_order_relaxed);
-      size_t cut = page - begin, was = intact->load(std::memory_order_relaxed);
-      while (cut < was && !intact->compare_exchange_weak(was, cut, std::memory_order_release)) {
-      }
+      struct stat st;
+      size_t cut = page - begin;
+      if (fstat(s.fd.load(std::memory_order_relaxed), &st) == 0 && size_t(st.st_size) < cut) cut = size_t(st.st_size);
+      lower(*s.intact_below.load(std::memory_order_relaxed), cut);
       return;  // the access is made again, and reads zeros
     }
   }
@@ -71,7 +78,7 @@ void install_guard() {
 
 }  // namespace
 
-MappedFile::MappedFile(int fd, size_t size) : intact_below_(size) {
+MappedFile::MappedFile(int fd, size_t size) : fd_(fd), intact_below_(size) {
   struct stat st;
   if (size == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) < size) return;
   install_guard();
@@ -92,6 +99,7 @@ MappedFile::MappedFile(int fd, size_t size) : intact_below_(size) {
   GuardSlot &g = guard_slots[guard_slot_];
   g.end.store(reinterpret_cast<uintptr_t>(m) + rounded, std::memory_order_relaxed);
   g.intact_below.store(&intact_below_, std::memory_order_relaxed);
+  g.fd.store(fd, std::memory_order_relaxed);
   g.begin.store(reinterpret_cast<uintptr_t>(m), std::memory_order_release);
 }
 
@@ -101,6 +109,11 @@ MappedFile::~MappedFile() {
   g.begin.store(0, std::memory_order_release);  // before the range can be anyone else's
   if (data_) munmap(const_cast<uint8_t *>(data_), mapped_size_);
   g.taken = false;
+}
+
+void MappedFile::check_size() {
+  struct stat st;
+  if (fstat(fd_, &st) == 0) lower(intact_below_, size_t(st.st_size));
 }
 
 bool MappedFile::bring_in(size_t begin, size_t end) const {

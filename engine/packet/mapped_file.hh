@@ -8,10 +8,13 @@
 // which would end the process. A SIGBUS handler, installed with the first
 // mapping, catches the faults that fall in a live MappedFile: it maps zeros
 // over the mapping from the faulting page on (so the access that faulted,
-// and any after it, read zeros) and notes where the file's bytes stopped
-// (intact_below). Faults elsewhere go to the handler that was there before
-// (or end the process, as without one). The reader checks intact_below
-// after reading what it reads, and discards what lay past it.
+// and any after it, read zeros) and notes where the file's bytes now stop
+// (intact_below: the file's size, fstat being safe in a handler). Faults
+// elsewhere go to the handler that was there before (or end the process,
+// as without one). The page the new end falls in does not fault: the
+// kernel zeroes it past the end. A reader that finds zeros where it
+// expected data asks (check_size). The reader checks intact_below after
+// reading what it reads, and discards what lay past it.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -35,6 +38,8 @@ class MappedFile {
   // The bytes [0, intact_below()) are the file's; past it, zeros where the
   // file shrank under the mapping (size() while it has not).
   size_t intact_below() const { return intact_below_.load(std::memory_order_acquire); }
+  // Lowers intact_below to the file's size now, if it shrank.
+  void check_size();
 
   // Brings the pages of [begin, end) in (from the page cache or the disk),
   // so that reading them does not fault: false once that fails (the file
@@ -49,6 +54,7 @@ class MappedFile {
  private:
   const uint8_t *data_ = nullptr;
   size_t size_ = 0, mapped_size_ = 0;  // mapped_size_: size_ rounded up to pages
+  int fd_ = -1;  // the caller's: open for as long as the mapping
   int guard_slot_ = -1;
   std::atomic<size_t> intact_below_;
 };

@@ -26,6 +26,12 @@ uint32_t load32(const uint8_t *p, bool swapped) {
   memcpy(&v, p, 4);
   return swapped ? __builtin_bswap32(v) : v;
 }
+// Whether the 16 bytes at p are all zero.
+bool zeros(const uint8_t *p) {
+  uint64_t a, b;
+  memcpy(&a, p, 8), memcpy(&b, p + 8, 8);
+  return (a | b) == 0;
+}
 uint16_t load16(const uint8_t *p, bool swapped) {
   uint16_t v;
   memcpy(&v, p, 2);
@@ -159,8 +165,15 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
   const uint8_t *header = map_->data() + pos_;
   if (pos_ + kRecordHeader > map_->size() || classic_pcap_record(header, format_, out) == ClassicRecord::ToLibpcap)
     return false;
-  // Loaded after the header was read: a fault there shows in it.
-  if (pos_ + kRecordHeader + out.caplen > std::min(map_->size(), map_->intact_below())) return false;
+  size_t end = pos_ + kRecordHeader + out.caplen;
+  // A header of zeros, this one or the next: where a file cut short ends
+  // in a page, the kernel's zeros past the end read as empty records, and
+  // this record may be cut (a real trace hardly has such a header: a look
+  // at the file's size tells them apart). A fault reading the next header
+  // lowers intact_below too.
+  if (zeros(header) || (end + kRecordHeader <= map_->size() && zeros(map_->data() + end))) map_->check_size();
+  // Loaded after the headers were read: a fault there shows in it.
+  if (end > std::min(map_->size(), map_->intact_below())) return false;
   out.data = header + kRecordHeader;
   map_record_start_ = pos_;
   pos_ += kRecordHeader + out.caplen;

@@ -78,9 +78,10 @@ void install_guard() {
 
 }  // namespace
 
-MappedFile::MappedFile(int fd, size_t size) : fd_(fd), intact_below_(size) {
+MappedFile::MappedFile(int fd) : fd_(fd), intact_below_(0) {
   struct stat st;
-  if (size == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) < size) return;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return;
+  size_t size = size_t(st.st_size);
   install_guard();
   for (int i = 0; i < kGuardSlots && guard_slot_ < 0; ++i) {
     bool free = false;
@@ -96,6 +97,7 @@ MappedFile::MappedFile(int fd, size_t size) : fd_(fd), intact_below_(size) {
   }
   madvise(m, rounded, MADV_SEQUENTIAL);  // the kernel reads ahead of the faults, and further
   data_ = static_cast<const uint8_t *>(m), size_ = size, mapped_size_ = rounded;
+  intact_below_ = size;
   GuardSlot &g = guard_slots[guard_slot_];
   g.end.store(reinterpret_cast<uintptr_t>(m) + rounded, std::memory_order_relaxed);
   g.intact_below.store(&intact_below_, std::memory_order_relaxed);

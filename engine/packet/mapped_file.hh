@@ -24,15 +24,14 @@ namespace sluice {
 
 class MappedFile {
  public:
-  // Maps the first `size` bytes of the regular file open at `fd`; mapped()
-  // is false where it cannot be (not a regular file, mmap fails, too many
-  // mappings at once for the SIGBUS guard, size 0).
-  MappedFile(int fd, size_t size);
+  // Maps the regular file open at `fd`, as long as it is now; size() is 0
+  // where it cannot be (not a regular file, empty, mmap fails, too many
+  // mappings at once for the SIGBUS guard).
+  explicit MappedFile(int fd);
   ~MappedFile();
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;
 
-  bool mapped() const { return data_ != nullptr; }
   const uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
   // The bytes [0, intact_below()) are the file's; past it, zeros where the

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <pcap/pcap.h>
 #include <pthread.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,10 +91,9 @@ PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optio
     walking_ = true;
     cap_ = chunk_ + kRecordHeader + format_.snapshot;
     read_offset_ = kFileHeader;
-    struct stat st;
-    if (map && fstat(fd_.fd, &st) == 0 && size_t(st.st_size) > kFileHeader) {
-      auto mapped = std::make_unique<MappedFile>(fd_.fd, size_t(st.st_size));
-      if (mapped->mapped()) {
+    if (map) {
+      auto mapped = std::make_unique<MappedFile>(fd_.fd);
+      if (mapped->size() > kFileHeader) {
         map_ = std::move(mapped);
         pos_ = kFileHeader, map_walked_ = pos_;
         if (ahead) reader_ = std::thread(&PcapFileReader::bring_in_ahead, this, std::move(ahead->on_thread));
@@ -176,8 +174,7 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
   if (end > std::min(map_->size(), map_->intact_below())) return false;
   out.data = header + kRecordHeader;
   map_record_start_ = pos_;
-  pos_ += kRecordHeader + out.caplen;
-  map_record_end_ = pos_;
+  map_record_end_ = pos_ = end;
   if ((map_record_start_ ^ pos_) >> 20) {  // a MiB further: the page thread may go on
     map_walked_.store(pos_, std::memory_order_release);
     map_walked_.notify_one();
@@ -328,7 +325,6 @@ void PcapFileReader::stop_reading_ahead() {
 void PcapFileReader::to_libpcap() {
   walking_ = false;
   stop_reading_ahead();
-  map_.reset();
   slot_ = nullptr;
   filled_.clear(), free_.clear();
   slots_.clear();

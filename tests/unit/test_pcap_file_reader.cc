@@ -85,6 +85,17 @@ std::vector<Seen> by_reader(const std::string &path, size_t chunk, bool *walked 
   return out;
 }
 
+// That `got` is the first n records of `want`, record by record (a failure
+// names the first that differs).
+void require_first_records(const std::vector<Seen> &got, const std::vector<Seen> &want, size_t n) {
+  REQUIRE(n <= want.size());
+  REQUIRE(got.size() == n);
+  for (size_t i = 0; i < n; ++i) {
+    INFO("record " << i);
+    REQUIRE(got[i] == want[i]);
+  }
+}
+
 // Whether every way gives `want`.
 void every_way_gives(const std::string &path, const std::vector<Seen> &want) {
   for (Way way : kWays) {
@@ -150,12 +161,7 @@ TEST_CASE("pcap file reader: the real traces walked give libpcap's records", "[p
     for (size_t chunk : {size_t(4096), PcapFileReader::kChunk})
       for (Way way : kWays) {
       INFO("chunk " << chunk << ", " << way_name(way));
-      std::vector<Seen> got = by_reader(e.path(), chunk, &walked, way);
-      REQUIRE(got.size() == want.size());
-      for (size_t i = 0; i < got.size(); ++i) {
-        INFO("record " << i);
-        REQUIRE(got[i] == want[i]);
-      }
+      require_first_records(by_reader(e.path(), chunk, &walked, way), want, want.size());
       }
     CHECK(walked == (ext == ".pcap"));  // pcapng goes to libpcap
     ++files;
@@ -178,11 +184,7 @@ TEST_CASE("pcap file reader: both byte orders, both precisions, records across c
         bool walked = false;
         std::vector<Seen> got = by_reader(path, chunk, &walked, way);
         CHECK(walked);
-        REQUIRE(got.size() == want.size());
-        for (size_t i = 0; i < got.size(); ++i) {
-          INFO("record " << i);
-          REQUIRE(got[i] == want[i]);
-        }
+        require_first_records(got, want, want.size());
       }
     }
 }
@@ -396,11 +398,7 @@ TEST_CASE("pcap file reader: a mapped trace cut short while it is walked ends wh
         Seen s = seen(r);  // reads the record's bytes (past the cut, zeros, or a fault)
         if (reader.intact()) got.push_back(s);
       }
-      REQUIRE(got.size() == whole);
-      for (size_t i = 0; i < got.size(); ++i) {
-        INFO("record " << i);
-        REQUIRE(got[i] == want[i]);
-      }
+      require_first_records(got, want, whole);
     }
 }
 

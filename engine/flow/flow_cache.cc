@@ -865,10 +865,47 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
   *n_out = total;
 }
 
+// Slots whose flows have left, freed (FlowCache::release) kAhead flows
+// later, in the order they left, their home buckets prefetched meanwhile.
+// The expiry scan reads entries in slot order, which the hardware
+// prefetcher follows, but each flow that leaves also takes its key out of
+// its home bucket, anywhere in the index: at a million flows that bucket
+// had left the caches (its flow had been idle for the timeout), and freeing
+// each slot at once waited for memory every time.
+class FlowCache::LeavingSlots {
+ public:
+  explicit LeavingSlots(FlowCache &cache) : cache_(cache) {}
+  ~LeavingSlots() { free_all(); }
+  LeavingSlots(const LeavingSlots &) = delete;
+  LeavingSlots &operator=(const LeavingSlots &) = delete;
+
+  void push(uint32_t slot) {
+    prefetch(&cache_.buckets_[cache_.entries_[slot].home]);
+    if (count_ == kAhead) {
+      cache_.release(ring_[head_]);
+      ring_[head_] = slot;
+      head_ = (head_ + 1) % kAhead;
+    } else {
+      ring_[(head_ + count_++) % kAhead] = slot;
+    }
+  }
+  void free_all() {
+    for (; count_; --count_, head_ = (head_ + 1) % kAhead) cache_.release(ring_[head_]);
+  }
+  unsigned pending() const { return count_; }
+
+ private:
+  static constexpr unsigned kAhead = 8;
+  FlowCache &cache_;
+  uint32_t ring_[kAhead];
+  unsigned head_ = 0, count_ = 0;
+};
+
 size_t FlowCache::expire(uint64_t now_ns, size_t begin, size_t end, FlowRecord *out, size_t max_out,
                          size_t *n_out) {
   if (now_ns > now_) now_ = now_ns;
   size_t n = 0;
+  LeavingSlots leaving(*this);
   const size_t stop = std::min<size_t>(end, bump_);
   // The slots in use, 64 to a word of used_bits_: a sparse table (a trace
   // with gaps scans all of it often) costs a word per 64 slots, not a
@@ -885,7 +922,7 @@ size_t FlowCache::expire(uint64_t now_ns, size_t begin, size_t end, FlowRecord *
       }
       unsigned r = settle(entries_[slot], out[n]);
       if (r & kEmitted) ++n;
-      if (r & kGone) release(uint32_t(slot));
+      if (r & kGone) leaving.push(uint32_t(slot));
     }
     i = word_end;
   }
@@ -895,7 +932,8 @@ size_t FlowCache::expire(uint64_t now_ns, size_t begin, size_t end, FlowRecord *
 
 size_t FlowCache::flush(FlowRecord *out, size_t max_out, size_t *n_out) {
   size_t n = 0;
-  while (used_ > 0 && n < max_out) {
+  LeavingSlots leaving(*this);
+  while (used_ - leaving.pending() > 0 && n < max_out) {
     if (flush_pos_ >= bump_) flush_pos_ = 0;
     uint32_t i = flush_pos_++;
     Entry &e = entries_[i];
@@ -910,8 +948,9 @@ size_t FlowCache::flush(FlowRecord *out, size_t max_out, size_t *n_out) {
       else
         ++stats_.ended_empty;
     }
-    release(i);
+    leaving.push(i);
   }
+  leaving.free_all();
   if (used_ == 0) {  // empty: start over from a clean slate
     bump_ = 0;
     free_head_ = kNone;

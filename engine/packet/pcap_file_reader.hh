@@ -147,6 +147,7 @@ class PcapFileReader {
   // brings pages in sees it (kStopped: it is to end).
   std::unique_ptr<MappedFile> map_;
   size_t map_record_start_ = 0, map_record_end_ = 0;
+  size_t map_prefetched_ = 0;  // the mapping's bytes below this were prefetched
   std::atomic<size_t> map_walked_{0};
   static constexpr size_t kStopped = ~size_t(0);
   std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)

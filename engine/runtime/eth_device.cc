@@ -265,15 +265,20 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
 
 // Tops the spare buffers up to n, in bulk (one at a time when the pool has
 // fewer than that left).
+// Their headers are prefetched: each is read (its room) and written as its
+// record is copied in, and the first read of each waited for memory.
 void EthDevice::take_buffers(unsigned n) {
+  const unsigned had = spares_;
   if (spares_ < n && alloc_packets(pool_, spare_ + spares_, n - spares_) == 0) spares_ = n;
   while (spares_ < n && alloc_packets(pool_, spare_ + spares_, 1) == 0) ++spares_;
+  for (unsigned i = had; i < spares_; ++i) rte_prefetch0(spare_[i]);
 }
 
 // The buffers a record of caplen bytes takes: more than one, chained, where
 // it is longer than a buffer's room (up to kMaxBurst of them, which hold
 // libpcap's largest Ethernet record; the rest of a longer one is cut).
 unsigned EthDevice::segments_for(uint32_t caplen) const {
+  if (caplen <= buffer_room_) return 1;  // nearly every record: no division
   return std::clamp<unsigned>((caplen + buffer_room_ - 1) / buffer_room_, 1, kMaxBurst);
 }
 

@@ -180,7 +180,15 @@ inline std::vector<TemplateField> record_fields(bool ipv6, bool biflow, FlowFiel
 }
 
 // A big-endian unsigned number in `len` octets.
+// v's low `len` bytes, most significant first. The lengths fields have
+// (1, 2, 4, 8) as one store each: a data record is mostly these.
 inline void put_be(uint8_t *p, uint64_t v, size_t len) {
+  switch (len) {
+    case 1: *p = uint8_t(v); return;
+    case 2: { const uint16_t b = __builtin_bswap16(uint16_t(v)); std::memcpy(p, &b, 2); return; }
+    case 4: { const uint32_t b = __builtin_bswap32(uint32_t(v)); std::memcpy(p, &b, 4); return; }
+    case 8: { const uint64_t b = __builtin_bswap64(v); std::memcpy(p, &b, 8); return; }
+  }
   for (size_t i = len; i-- > 0; v >>= 8) p[i] = uint8_t(v);
 }
 

@@ -1498,3 +1498,17 @@ TEST_CASE("ipfix: extension fields: templates 260-263 add them, texts of any len
   for (const std::string &n : names)
     if (!n.empty()) CHECK(texts_seen.count(n) >= 1);
 }
+
+TEST_CASE("export: put_be writes a value's low bytes most significant first, at every length", "[ipfix]") {
+  const uint64_t values[] = {0, 1, 0xff, 0x1234, 0xdeadbeef, 0x0102030405060708ull, ~uint64_t(0), 0x8000000000000001ull};
+  for (uint64_t v : values)
+    for (size_t len = 1; len <= 8; ++len) {
+      uint8_t got[10], want[10];
+      std::memset(got, 0xaa, sizeof got);
+      std::memset(want, 0xaa, sizeof want);
+      for (size_t i = 0; i < len; ++i) want[1 + i] = uint8_t(v >> (8 * (len - 1 - i)));
+      flow_export::put_be(got + 1, v, len);
+      INFO("value " << v << ", length " << len);
+      REQUIRE(std::memcmp(got, want, sizeof got) == 0);  // and nothing written around them
+    }
+}

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -16,11 +17,17 @@
 
 namespace sluice::test {
 
-// A collector process (argv), listening once the constructor returns;
-// stopped (SIGTERM: nfcapd writes its last file) by stop() or at the end.
+// A collector process (argv), stopped (SIGTERM: nfcapd writes its last
+// file) by stop() or at the end. With `udp_port` the constructor returns once
+// the process's network namespace has a UDP socket bound to that port
+// (/proc/PID/net/udp and udp6: `ip netns exec` collectors too), and fails the
+// test when the process exits first or takes more than a minute. A fixed
+// second's wait was not always enough on a loaded machine: goflow2 was not
+// listening yet, and the records of a run of 40 ms went nowhere. Without a
+// port, a second's wait.
 struct Collector {
   pid_t pid = -1;
-  explicit Collector(const std::vector<std::string> &argv) {
+  explicit Collector(const std::vector<std::string> &argv, int udp_port = 0) {
     pid = fork();
     if (pid == 0) {
       std::vector<char *> a;
@@ -31,7 +38,39 @@ struct Collector {
       execvp(a[0], a.data());
       _exit(127);
     }
-    usleep(1000 * 1000);  // listening well before this
+    if (udp_port <= 0) {
+      usleep(1000 * 1000);
+      return;
+    }
+    const std::string what = argv.front() + " on UDP port " + std::to_string(udp_port);
+    for (int i = 0; i < 600; ++i) {
+      if (udp_port_bound(pid, udp_port)) return;
+      int st;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        FAIL("the collector " << what << " exited before it listened");
+      }
+      usleep(100 * 1000);
+    }
+    stop();
+    FAIL("the collector " << what << " was not listening after a minute");
+  }
+  // Whether process pid's network namespace has a UDP socket bound to port.
+  static bool udp_port_bound(pid_t pid, int port) {
+    for (const char *table : {"udp", "udp6"}) {
+      FILE *f = fopen(("/proc/" + std::to_string(pid) + "/net/" + table).c_str(), "r");
+      if (!f) continue;
+      char line[512];
+      bool found = false;
+      while (!found && fgets(line, sizeof line, f)) {
+        unsigned local_port;
+        // "  sl  local_address ...": "  12: 0100007F:4E20 ..."
+        if (sscanf(line, " %*u: %*[0-9A-Fa-f]:%x", &local_port) == 1 && int(local_port) == port) found = true;
+      }
+      fclose(f);
+      if (found) return true;
+    }
+    return false;
   }
   Collector(Collector &&o) noexcept : pid(o.pid) { o.pid = -1; }
   Collector(const Collector &) = delete;
@@ -69,7 +108,7 @@ inline Collector nfcapd_at(const std::string &dir, int port, const std::string &
   std::filesystem::create_directories(dir);
   std::vector<std::string> argv = {"nfcapd", "-w", dir, "-p", std::to_string(port), "-b", "127.0.0.1"};
   if (!netns.empty()) argv.insert(argv.begin(), {"ip", "netns", "exec", netns});
-  return Collector(argv);
+  return Collector(argv, port);
 }
 
 // nfdump -I over a collector's directory: "Flows" and "Sequence failures".

@@ -317,6 +317,19 @@ namespace {
 // A collector started for one test, on loopback, stopped (and waited for)
 // at the end.
 // Runs `metered` (flow records, the text before ` -> `) into an
+// The collector fixture waits for the port, not for a fixed time: a
+// collector that takes 2 s to start (on a loaded machine goflow2 took more
+// than the second the fixture used to wait) is listening when it returns.
+TEST_CASE("collectors: the fixture returns once a slow collector listens on its port", "[flows][collectors]") {
+  if (!have_nfdump()) return;
+  std::string dir = scratch("slow_collector");
+  int port = test_port(31);
+  CHECK_FALSE(Collector::udp_port_bound(getpid(), port));
+  Collector slow({"sh", "-c", "sleep 2; exec nfcapd -w " + dir + " -p " + std::to_string(port) + " -b 127.0.0.1"},
+                 port);
+  CHECK(Collector::udp_port_bound(slow.pid, port));
+}
+
 // IPFIXExporter and a NetFlowV9Exporter (`kind`: "shared " or "" for one per
 // lane), each to an nfcapd writing into dir/ipfix and dir/v9, and into a
 // shared FlowLog writing dir/flows.csv. The collectors have stopped when it

@@ -80,7 +80,7 @@ TEST_CASE("flows: goflow2 decodes IPFIX biflows as RFC 5103 records (with a mapp
     std::vector<std::string> argv = {goflow2, "-listen", "netflow://127.0.0.1:" + std::to_string(port) + "?workers=1",
                                      "-format", "json", "-transport.file", out, "-addr", "127.0.0.1:0"};
     if (!extra.empty()) argv.insert(argv.end(), {"-mapping", extra});
-    return Collector(argv);
+    return Collector(argv, port);
   };
   Collector rfc = collector(rfc_port, dir + "/rfc5103.json", SLUICE_SOURCE_DIR "/configs/collectors/goflow2-rfc5103.yaml");
   Collector uni = collector(uni_port, dir + "/uniflows.json", "");

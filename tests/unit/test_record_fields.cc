@@ -158,7 +158,7 @@ TEST_CASE("record fields: FlowLog, nfcapd (IPFIX, NetFlow v9) and nfacctd agree 
                    "aggregate: src_host, dst_host, src_port, dst_port, proto, in_iface, out_iface, src_mac, dst_mac, "
                    "vlan, tos, mpls_label_top, cvlan, min_ttl, max_ttl, flow_dir\nprint_output: csv\n"
                    "print_output_file: " + dir + "/nfacctd.csv\nprint_refresh_time: 1\nprint_output_file_append: true\n");
-    collectors.push_back(Collector({"nfacctd", "-f", dir + "/nfacctd.conf"}));
+    collectors.push_back(Collector({"nfacctd", "-f", dir + "/nfacctd.conf"}, p_uni));
   }
   std::string cfg = write_file(
       dir + "/p.pipe",

@@ -179,9 +179,9 @@ inline std::vector<TemplateField> record_fields(bool ipv6, bool biflow, FlowFiel
   return t;
 }
 
-// A big-endian unsigned number in `len` octets.
-// v's low `len` bytes, most significant first. The lengths fields have
-// (1, 2, 4, 8) as one store each: a data record is mostly these.
+// A big-endian unsigned number in `len` octets: v's low `len` bytes, most
+// significant first. The lengths fields have (1, 2, 4, 8) are one store
+// each: a data record is mostly these.
 inline void put_be(uint8_t *p, uint64_t v, size_t len) {
   switch (len) {
     case 1: *p = uint8_t(v); return;

@@ -264,9 +264,9 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
 }
 
 // Tops the spare buffers up to n, in bulk (one at a time when the pool has
-// fewer than that left).
-// Their headers are prefetched: each is read (its room) and written as its
-// record is copied in, and the first read of each waited for memory.
+// fewer than that left), and prefetches their headers: each is read (its
+// room) and written as its record is copied in, and that first read waited
+// for memory.
 void EthDevice::take_buffers(unsigned n) {
   const unsigned had = spares_;
   if (spares_ < n && alloc_packets(pool_, spare_ + spares_, n - spares_) == 0) spares_ = n;

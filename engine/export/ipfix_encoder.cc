@@ -46,8 +46,9 @@ IpfixEncoder::IpfixEncoder(const IpfixEncoderConfig &cfg) : cfg_(cfg) {
   for (const IpfixExtField &f : cfg.ext) ext_record += f.slot.kind == FlowExtKind::Text ? 1 + f.slot.size : f.slot.size;
   for (int t = 0; t < 4; ++t) {
     ids_[t] = ipfix::template_id(t, cfg.fields & kAllFlowFields, !cfg.ext.empty());
-    fields_[t] = flow_export::record_fields(ipv6_kind(t), biflow_kind(t), cfg.fields);
-    specs_[t] = flow_export::field_specs(fields_[t], Protocol::Ipfix);
+    auto fields = flow_export::record_fields(ipv6_kind(t), biflow_kind(t), cfg.fields);
+    specs_[t] = flow_export::field_specs(fields, Protocol::Ipfix);
+    ops_[t] = flow_export::record_ops(fields);
     record_len_[t] = flow_export::data_record_length(specs_[t]);
     for (const IpfixExtField &f : cfg.ext)
       specs_[t].push_back({f.id, uint16_t(f.slot.kind == FlowExtKind::Text ? 65535 : f.slot.size), f.pen});
@@ -124,7 +125,7 @@ int IpfixEncoder::template_of(const FlowRecord &r) const {
 void IpfixEncoder::add_record(flow_export::MessageBuilder &b, int t, const flow_export::View &v, const FlowRecord &r) {
   size_t ext = cfg_.ext.empty() ? 0 : ext_length(r);
   uint8_t *p = b.add(template_id(t), record_len_[t] + ext, true);
-  flow_export::write_data_record(p, v, fields_[t], Protocol::Ipfix, [](uint64_t ms) { return ms; });
+  flow_export::write_data_record<Protocol::Ipfix>(p, v, ops_[t], [](uint64_t ms) { return ms; });
   if (ext) write_ext(p + record_len_[t], r);
 }
 

@@ -160,7 +160,7 @@ class IpfixEncoder final : public FlowEncoder, private flow_export::MessageBuild
   void write_ext(uint8_t *p, const FlowRecord &r) const;
 
   IpfixEncoderConfig cfg_;
-  std::vector<flow_export::TemplateField> fields_[4];  // each template's fields but the extension ones
+  flow_export::RecordOps ops_[4];  // each template's data record but the extension fields
   std::vector<FieldSpec> specs_[4];                    // and its specifiers, the extension ones included
   size_t template_len_[4];
   size_t record_len_[4];  // without extension fields

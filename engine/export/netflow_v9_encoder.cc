@@ -22,10 +22,11 @@ int directions(const FlowRecord &r) { return r.biflow && r.rev.packets ? 2 : 1; 
 
 NetFlowV9Encoder::NetFlowV9Encoder(const NetFlowV9EncoderConfig &cfg) : cfg_(cfg) {
   for (int t = 0; t < 2; ++t) {
-    fields_[t] = flow_export::record_fields(t == 1, false, cfg.fields);
+    auto fields = flow_export::record_fields(t == 1, false, cfg.fields);
     if (!cfg.end_reason)
-      std::erase_if(fields_[t], [](const TemplateField &f) { return f.field->ipfix_id == flow_export::kFlowEndReasonId; });
-    specs_[t] = flow_export::field_specs(fields_[t], Protocol::NetFlowV9);
+      std::erase_if(fields, [](const TemplateField &f) { return f.field->ipfix_id == flow_export::kFlowEndReasonId; });
+    specs_[t] = flow_export::field_specs(fields, Protocol::NetFlowV9);
+    ops_[t] = flow_export::record_ops(fields);
     ids_[t] = uint16_t(kTemplateIds[t] + 8 * (kAllFlowFields & ~cfg.fields));
   }
   if (cfg.max_message < min_message_size() || cfg.max_message > 65535)
@@ -143,8 +144,8 @@ void NetFlowV9Encoder::encode(const FlowRecord *recs, size_t n, uint32_t export_
     if (!(announced_ & (1u << t))) add_templates(b);
     size_t len = flow_export::data_record_length(specs_[t]);
     for (int dir = 0; dir < directions(r); ++dir)
-      flow_export::write_data_record(b.add(ids_[t], len, true), View::direction(r, dir == 1), fields_[t],
-                                     Protocol::NetFlowV9, [this](uint64_t ms) { return uptime(ms); });
+      flow_export::write_data_record<Protocol::NetFlowV9>(b.add(ids_[t], len, true), View::direction(r, dir == 1),
+                                                          ops_[t], [this](uint64_t ms) { return uptime(ms); });
     b.flow_record_done();
   }
 }

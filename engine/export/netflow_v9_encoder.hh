@@ -133,7 +133,7 @@ class NetFlowV9Encoder final : public FlowEncoder, private flow_export::MessageB
   uint32_t uptime(uint64_t t_ms);
 
   NetFlowV9EncoderConfig cfg_;
-  std::vector<flow_export::TemplateField> fields_[2];  // IPv4, IPv6
+  flow_export::RecordOps ops_[2];  // IPv4, IPv6: the data records
   std::vector<FieldSpec> specs_[2];
   uint16_t ids_[2];
   uint32_t sequence_ = 0;

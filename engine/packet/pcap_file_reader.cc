@@ -185,7 +185,10 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
   for (size_t at = std::max(map_prefetched_, end) & ~size_t(63); at < ahead; at += 64)
     __builtin_prefetch(map_->data() + at);
   map_prefetched_ = std::max(map_prefetched_, ahead);
-  if ((map_record_start_ ^ pos_) >> 20) {  // a MiB further: the page thread may go on
+  // 4 MiB further: the page thread may go on (it keeps 8 MiB ahead). A
+  // wake-up every MiB cost the walk ~10 us each on a VM (1.3% of a trace's
+  // run, in futex_wake).
+  if ((map_record_start_ ^ pos_) >> 22) {
     map_walked_.store(pos_, std::memory_order_release);
     map_walked_.notify_one();
   }

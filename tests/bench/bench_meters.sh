@@ -20,8 +20,13 @@
 # reads: sends succeed, the kernel drops what the socket cannot hold, no ICMP
 # errors; Sluice's exporter unpaced, `rate 100Gbps`, as the others do not pace):
 #   sluice-jit     the default probe's path, 1 lane: RSSSource(pcap) ->
-#                  Timestamp -> Filter -> FlowTable -> GCSlicer -> IPFIXExporter, --jit
+#                  Timestamp -> Filter -> FlowTable -> GCSlicer -> IPFIXExporter, --jit;
+#                  the exporter `shared`, as in the default probe: records
+#                  are encoded and sent on a thread of their own, not the lane's
 #   sluice-interp  the same, --no-jit
+#   sluice-inlane  the same with the exporter in the lane (not `shared`: one
+#                  thread does everything, as softflowd does), --no-jit; what
+#                  sluice-jit and sluice-interp ran before 2026-11-29
 #   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
 #                  (each lane two threads: its reading, its metering)
 #   sluice-2rtc    2 lanes without the rings, --jit: each lane one thread
@@ -39,7 +44,7 @@
 # flow out: with DISTINCT=0 the copies' flows merge into flows lasting a
 # million seconds; with distinct copies it holds every flow to the end.
 # VARIANTS="sluice-jit softflowd" runs a subset. BASE=path/to/an/older/sluice
-# adds base-jit, base-interp and base-2lanes, base-2rtc: the same graphs
+# adds base-jit, base-interp, base-inlane and base-2lanes, base-2rtc: the same graphs
 # run by that binary, interleaved with the others: a change measured side
 # by side.
 # These machines are shared and noisy: compare the figures of one run.
@@ -51,7 +56,7 @@ REPS=${REPS:-5}
 CACHE=${BENCH_CACHE:-build/bench-cache}
 SRC=../shared/traces/ndpi_merged.pcap
 BASE=${BASE:-}
-read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-2lanes sluice-2rtc softflowd nfpcapd${BASE:+ base-jit base-interp base-2lanes base-2rtc}}"
+read -r -a VARS <<< "${VARIANTS:-sluice-jit sluice-interp sluice-inlane sluice-2lanes sluice-2rtc softflowd nfpcapd${BASE:+ base-jit base-interp base-inlane base-2lanes base-2rtc}}"
 if [ ! -f "$SRC" ]; then
   echo "skipped: $SRC is not there (the shared real traces)"; exit 0
 fi
@@ -84,6 +89,11 @@ fi
 pk=$(capinfos -c -M "$TRACE" | awk '/Number of packets/ {print $NF}')
 
 cat > "$TMP/one.pipe" <<PIPE
+exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
+RSSSource(device "pcap:$TRACE") -> Timestamp(clock pcap) -> Filter("ip or ip6")
+  -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> exp;
+PIPE
+cat > "$TMP/one-inlane.pipe" <<PIPE
 RSSSource(device "pcap:$TRACE") -> Timestamp(clock pcap) -> Filter("ip or ip6")
   -> ft :: FlowTable(capacity 1M, idle 15s, active 30min) -> GCSlicer(table ft) -> IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 PIPE
@@ -104,10 +114,12 @@ run_variant() {
   case $1 in
     sluice-jit) "$SLUICE" run -q --jit "$TMP/one.pipe";;
     sluice-interp) "$SLUICE" run -q --no-jit "$TMP/one.pipe";;
+    sluice-inlane) "$SLUICE" run -q --no-jit "$TMP/one-inlane.pipe";;
     sluice-2lanes) "$SLUICE" run -q --jit "$TMP/two.pipe";;
     sluice-2rtc) "$SLUICE" run -q --jit "$TMP/two-rtc.pipe";;
     base-jit) "$BASE" run -q --jit "$TMP/one.pipe";;
     base-interp) "$BASE" run -q --no-jit "$TMP/one.pipe";;
+    base-inlane) "$BASE" run -q --no-jit "$TMP/one-inlane.pipe";;
     base-2lanes) "$BASE" run -q --jit "$TMP/two.pipe";;
     base-2rtc) "$BASE" run -q --jit "$TMP/two-rtc.pipe";;
     softflowd) softflowd -r "$TRACE" -n 127.0.0.1:$PORT -v 9 -m 1000000 -d;;

@@ -123,9 +123,13 @@ void JitPipeline::run(llvm::Module &m) {
     run_pass(thread_locals, m, a.mam);
     if (!thread_locals.error().empty()) throw JitError(thread_locals.error());
     after(m, CheckThreadLocalsPass::name().str(), 0, [&] { return thread_locals.report(); });
+    // The generated functions verified now, the whole module once the
+    // inlining has kept what the loop reaches (2.6K of the default probe's
+    // 51K linked instructions: verifying them all took 21 ms a segment).
     std::string invalid;
     llvm::raw_string_ostream invalid_os(invalid);
-    if (llvm::verifyModule(m, &invalid_os)) throw JitError("JIT: generated module is invalid: " + invalid);
+    for (llvm::Function *f : in_.generated)
+      if (llvm::verifyFunction(*f, &invalid_os)) throw JitError("JIT: generated code is invalid: " + invalid);
 
     ModuleSize before = printing(kInlineLoop) ? size_of(m) : ModuleSize{};
     llvm::ModulePassManager inline_loop;
@@ -138,6 +142,7 @@ void JitPipeline::run(llvm::Module &m) {
     simplify.addPass(llvm::SimplifyCFGPass());
     inline_loop.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(simplify)));
     inline_loop.run(m, a.mam);
+    if (llvm::verifyModule(m, &invalid_os)) throw JitError("JIT: generated module is invalid: " + invalid);
     after(m, kInlineLoop, 0, [&] {
       return "AlwaysInliner, GlobalDCE, then SROA, EarlyCSE, InstCombine, SimplifyCFG: " +
              size_change(before, size_of(m));

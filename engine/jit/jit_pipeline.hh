@@ -39,6 +39,7 @@ class SegmentRunner;
 // What the passes are given of a segment.
 struct PipelineInputs {
   std::vector<std::pair<std::string, llvm::Function *>> element_code;  // for CheckThreadLocals
+  std::vector<llvm::Function *> generated;                              // the loop builder's, verified first
   std::vector<ConstantSpan> constant_bytes;                            // for FoldConstantLoads
   std::map<uint64_t, const PcapFilter *> filters;                      // for InlineFilterPrograms
   std::string filter_match_name;                                       // PcapFilter::matches

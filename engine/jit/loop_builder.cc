@@ -350,4 +350,12 @@ std::vector<std::pair<RuntimeElement *, llvm::Function *>> LoopBuilder::element_
   return code;
 }
 
+std::vector<llvm::Function *> LoopBuilder::generated() const {
+  std::vector<llvm::Function *> fns = {step_};
+  for (const auto *m : {&push_, &deliver_, &emit_})
+    for (auto &[key, f] : *m) fns.push_back(f);
+  for (auto &[e, f] : one_pass_) fns.push_back(f);
+  return fns;
+}
+
 }  // namespace sluice

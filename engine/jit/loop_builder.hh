@@ -35,6 +35,10 @@ class LoopBuilder {
   // What runs of each element in the loop (its push copies, or its
   // classify() and batch_done() in a one-pass chain), for the checks.
   std::vector<std::pair<RuntimeElement *, llvm::Function *>> element_code() const;
+  // Every function build() generated (the loop, the push copies, the
+  // deliveries, emits and one-pass chains): what the verifier checks before
+  // the pipeline runs.
+  std::vector<llvm::Function *> generated() const;
 
  private:
   llvm::Type *ptr();

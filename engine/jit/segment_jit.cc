@@ -77,6 +77,7 @@ class SegmentCompilation {
       PipelineInputs in;
       for (auto &[e, f] : loop.element_code())
         in.element_code.push_back({element_label(*e) + " (class " + e->class_name() + ")", f});
+      in.generated = loop.generated();
       read_segment_constants(seg_, in);
       in.filter_match_name = linked.filter_match_name;
       JitPipeline pipeline(*tm_, std::move(in), want_ir ? settings_.print_after : "", seg_.segment().id, cancel_);

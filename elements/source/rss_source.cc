@@ -130,12 +130,15 @@ const ToeplitzHash &software_rss_key(bool symmetric) {
 // queue. Otherwise (every virtual device but af_packet) whichever lane finds
 // its queue empty reads a burst from the device, under a try-lock, and deals
 // the packets out to per-lane rings by the symmetric hash: software RSS,
-// without a dispatcher thread.
+// without a dispatcher thread. Trace files over several lanes are read by
+// each lane, whole, each keeping its share by the same hash
+// (EthDevice::keep_lane_share): a DeviceReader per lane, no dealing.
 struct DeviceReader {
   std::unique_ptr<EthDevice> dev;
   unsigned lanes = 1;
   unsigned burst = 32;
   bool software = false;
+  bool lane_share = false;             // a trace file, this lane's share of it
   const ToeplitzHash *hash = nullptr;  // software RSS
   Interface where;
   std::vector<rte_ring *> lane_rings;
@@ -211,6 +214,20 @@ class RSSSourceRuntime final : public SourceElement {
 
   void start() override {
     const Element &e = ctx_.graph().graph->elements[node().element];
+    if (spec_.kind == DeviceSpec::Kind::Pcap && lanes_ > 1) {  // each lane reads the file, keeps its share
+      auto r = std::make_shared<DeviceReader>();
+      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live());
+      r->dev = std::make_unique<EthDevice>(spec_, e.name, 1, unsigned(arg("rx_desc").integer),
+                                           arg("symmetric").integer != 0, pool);
+      r->lanes = lanes_;
+      r->burst = burst_;
+      r->lane_share = true;
+      r->hash = &software_rss_key(arg("symmetric").integer != 0);
+      r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
+      r->dev->keep_lane_share(lane_index(), lanes_, *r->hash);
+      reader_ = std::move(r);
+      return;
+    }
     reader_ = ctx_.shared_source_state<DeviceReader>(node().element, [&] {
       auto r = std::make_shared<DeviceReader>();
       // af_xdp lays its UMEM over the pool: DPDK's default pool order only
@@ -245,7 +262,8 @@ class RSSSourceRuntime final : public SourceElement {
       EthDevice::RxInfo info[kMaxBurst];
       batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], nullptr, r.where);
+      const ToeplitzHash *hash = r.lane_share ? r.hash : nullptr;  // the hash its share was kept by
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], hash, r.where);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));
@@ -283,10 +301,14 @@ class RSSSourceRuntime final : public SourceElement {
 
   void report(std::vector<std::string> &lines) const override {
     if (!reader_) return;
-    if (lane_index() == 0)
+    if (lane_index() != 0) return;
+    const std::string symmetric = arg("symmetric").integer ? "symmetric " : "";
+    if (reader_->lane_share)
+      lines.push_back("device " + spec_.text + ": read by each of " + std::to_string(lanes_) +
+                      " lanes, each keeping its share by " + symmetric + "software RSS");
+    else
       lines.push_back("device " + spec_.text + ": " + std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
-                      (reader_->software ? std::string(arg("symmetric").integer ? "symmetric " : "") + "software RSS over " +
-                                               std::to_string(lanes_) + " lanes"
+                      (reader_->software ? symmetric + "software RSS over " + std::to_string(lanes_) + " lanes"
                                          : reader_->dev->hw_rss() ? "NIC RSS" : "one queue per lane"));
   }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/packet/parse.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/packet.hh"
@@ -243,6 +244,10 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
       ++current_;
       continue;
     }
+    if (share_hash_ && !in_share(record_)) {  // another lane's
+      held_ = false;
+      continue;
+    }
     unsigned segments = segments_for(record_.caplen);
     if (segments > spares_) take_buffers(segments);
     if (segments > spares_) break;  // the pool is short: the record waits
@@ -261,6 +266,18 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     *end = got == 0;
   }
   return got;
+}
+
+void EthDevice::keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash) {
+  if (spec_.kind != DeviceSpec::Kind::Pcap) throw std::logic_error("keep_lane_share: trace files only");
+  share_hash_ = &hash, share_lane_ = lane, share_lanes_ = lanes;
+}
+
+// The headers as the lane parses them once copied: the first buffer's bytes.
+bool EthDevice::in_share(const PcapRecord &r) const {
+  PacketMeta meta;
+  parse_packet(r.data, std::min(r.caplen, buffer_room_), link_, meta, r.len);
+  return lane_for(rss_hash(meta, *share_hash_), share_lanes_) == share_lane_;
 }
 
 // Tops the spare buffers up to n, in bulk (one at a time when the pool has

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/packet/packet_meta.hh"
+#include "engine/packet/rss_hash.hh"
 #include "engine/packet/pcap_file_reader.hh"
 #include "engine/runtime/packet.hh"
 
@@ -60,6 +61,14 @@ class EthDevice {
   // (a record waits for one, it is never dropped); *end is set once the last
   // is exhausted.
   uint16_t receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
+  // Trace files read whole by each of several lanes, each lane keeping its
+  // share: the records whose symmetric software RSS hash (rss_hash of the
+  // headers as the lane would parse them) picks `lane` of `lanes`; the
+  // others are passed over in the mapping, never copied. So a packet is
+  // copied, parsed and metered on one core (dealing a burst read by one
+  // lane out to the others made the others' caches miss on every packet).
+  // Before the first receive().
+  void keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash);
   // Packets the device saw that never reached us, by reason.
   std::vector<std::pair<std::string, uint64_t>> losses() const;
   // DPDK's statistics of each port (rte_eth_stats_get), for the metrics
@@ -101,6 +110,10 @@ class EthDevice {
   rte_mbuf *spare_[kMaxBurst];
   unsigned spares_ = 0;
   uint32_t buffer_room_ = 1;  // bytes of a record one of the pool's buffers holds
+  // keep_lane_share(): the hash, this lane, of how many
+  const ToeplitzHash *share_hash_ = nullptr;
+  unsigned share_lane_ = 0, share_lanes_ = 1;
+  bool in_share(const PcapRecord &r) const;
 };
 
 }  // namespace sluice

@@ -30,8 +30,8 @@
 #   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
 #                  (each lane two threads: its reading, its metering)
 #   sluice-2rtc    2 lanes without the rings, --jit: each lane one thread
-#                  that meters its share (the lanes take turns reading the
-#                  file and deal its packets out by software RSS)
+#                  that meters its share (each lane walks the whole file and
+#                  keeps the packets software RSS gives it)
 #   softflowd      softflowd -r FILE (Debian's), NetFlow v9 to the bound socket
 #   nfpcapd        nfdump's nfpcapd -r FILE, flows to nfcapd files
 # Reported: the median whole-process wall time of each, its packets per

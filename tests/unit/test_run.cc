@@ -252,6 +252,66 @@ TEST_CASE("run: software RSS keeps both directions of a flow in one lane, in ord
   }
 }
 
+// A trace over several lanes is read by each lane, whole, each keeping the
+// records the symmetric hash gives it (EthDevice::keep_lane_share): every
+// record must land in exactly one lane, in order, also those longer than a
+// packet buffer (the lane decides on the first buffer's bytes), those that
+// are not IP and those whose headers are broken.
+TEST_CASE("run: a trace over 2 lanes: each record in one lane, jumbo, non-IP and broken ones too", "[run]") {
+  std::string dir = scratch("share");
+  std::vector<test::PcapRecord> recs = test::read_records(make_trace(dir));
+  REQUIRE(recs.size() > 100);
+  const uint64_t t = recs.back().ns;
+  auto add = [&](std::vector<uint8_t> frame) {
+    uint32_t len = uint32_t(frame.size());
+    recs.push_back({t + recs.size(), len, std::move(frame)});
+  };
+  for (int i = 0; i < 12; ++i) {  // jumbo TCP frames of 6 connections, both directions: several buffers each
+    std::vector<uint8_t> f(9000, uint8_t(i));
+    const uint8_t eth[14] = {2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00};
+    std::copy(eth, eth + 14, f.begin());
+    uint8_t ip[20] = {0x45, 0, 0x23, 0x1a, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 1, uint8_t(i / 2)};
+    if (i % 2) std::swap_ranges(ip + 12, ip + 16, ip + 16);
+    std::copy(ip, ip + 20, f.begin() + 14);
+    uint8_t tcp[20] = {0x30, 0x39, 0x01, 0xbb, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x10, 0xff, 0xff, 0, 0, 0, 0};
+    if (i % 2) std::swap_ranges(tcp, tcp + 2, tcp + 2);
+    std::copy(tcp, tcp + 20, f.begin() + 34);
+    add(std::move(f));
+  }
+  for (int i = 0; i < 8; ++i) {
+    std::vector<uint8_t> arp(60, 0xff);  // not IP
+    arp[12] = 0x08, arp[13] = 0x06, arp[20] = uint8_t(i);
+    add(arp);
+    std::vector<uint8_t> bad = recs[size_t(i) * 7].data;  // a bad IP version where the trace has IP
+    if (bad.size() > 14 && bad[12] == 0x08 && bad[13] == 0x00) bad[14] = uint8_t(0x75 + i);
+    add(bad);
+    add(std::vector<uint8_t>(recs[size_t(i) * 5].data.begin(), recs[size_t(i) * 5].data.begin() + 20));  // cut short
+  }
+  std::string trace = dir + "/mixed.pcap";
+  test::write_records(trace, recs);
+  std::string cfg = write_file(dir + "/share.pipe", "src :: RSSSource(device \"pcap:" + trace +
+                                                        "\", queues 2);\nsrc -> PcapSink(\"" + dir + "/lane-$queue.pcap\");\n");
+  Run r = run_sluice("run " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("read by each of 2 lanes, each keeping its share") != std::string::npos);
+  std::vector<std::vector<test::PcapRecord>> expect(2);
+  for (const test::PcapRecord &p : recs) {
+    PacketMeta m;
+    parse_packet(p.data.data(), uint32_t(p.data.size()), LinkType::Ethernet, m, p.len);
+    expect[lane_for(symmetric_hash(m), 2)].push_back(p);
+  }
+  size_t got_all = 0;
+  for (int l = 0; l < 2; ++l) {
+    INFO("lane " << l);
+    std::vector<test::PcapRecord> got = test::read_records(dir + "/lane-" + std::to_string(l) + ".pcap");
+    CHECK(got.size() > recs.size() / 4);
+    CHECK(got == expect[l]);
+    got_all += got.size();
+  }
+  CHECK(got_all == recs.size());
+}
+
 TEST_CASE("run: Filter accepts exactly what libpcap accepts, reject and accounting", "[run]") {
   std::string dir = scratch("filter");
   std::string trace = make_trace(dir);

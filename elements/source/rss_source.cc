@@ -111,9 +111,13 @@ struct Interface {
 void annotate(const EthDevice &dev, rte_mbuf *m, const EthDevice::RxInfo &info, const ToeplitzHash *hash,
               Interface where) {
   PacketAnno &a = anno(m);
-  parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
+  if (info.parsed) {  // a trace's record, kept by this lane by its hash (EthDevice::keep_lane_share)
+    a.hash = info.share_hash;
+  } else {
+    parse_packet(rte_pktmbuf_mtod(m, const uint8_t *), m->data_len, dev.link_type(), a.meta, info.wire_len);
+    a.hash = dev.hw_rss() ? m->hash.rss : hash ? rss_hash(a.meta, *hash) : 0;
+  }
   a.time_ns = info.time_ns;
-  a.hash = dev.hw_rss() ? m->hash.rss : hash ? rss_hash(a.meta, *hash) : 0;
   a.wire_len = info.wire_len;
   a.if_index = where.if_index;
   a.flow_direction = where.direction;
@@ -262,8 +266,7 @@ class RSSSourceRuntime final : public SourceElement {
       EthDevice::RxInfo info[kMaxBurst];
       batch.count = r.dev->receive(queue_, batch.pkts, info, uint16_t(burst_), &end);
       if (batch.count == 0) return end ? PollStatus::End : PollStatus::Idle;
-      const ToeplitzHash *hash = r.lane_share ? r.hash : nullptr;  // the hash its share was kept by
-      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], hash, r.where);
+      for (int i = 0; i < batch.count; ++i) annotate(*r.dev, batch.pkts[i], info[i], nullptr, r.where);
     } else {
       rte_ring *mine = r.lane_rings[lane_index()];
       batch.count = uint16_t(rte_ring_sc_dequeue_burst(mine, reinterpret_cast<void **>(batch.pkts), burst_, nullptr));

@@ -244,7 +244,9 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
       ++current_;
       continue;
     }
-    if (share_hash_ && !in_share(record_)) {  // another lane's
+    PacketMeta meta;
+    uint32_t hash = 0;
+    if (share_hash_ && !in_share(record_, meta, hash)) {  // another lane's
       held_ = false;
       continue;
     }
@@ -258,6 +260,10 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
       continue;
     }
     info[got] = {record_.ns, record_.len};
+    if (share_hash_) {
+      anno(m).meta = meta;
+      info[got].parsed = true, info[got].share_hash = hash;
+    }
     pkts[got++] = m;
   }
   if (current_ == spec_.files.size()) {
@@ -273,11 +279,12 @@ void EthDevice::keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHas
   share_hash_ = &hash, share_lane_ = lane, share_lanes_ = lanes;
 }
 
-// The headers as the lane parses them once copied: the first buffer's bytes.
-bool EthDevice::in_share(const PcapRecord &r) const {
-  PacketMeta meta;
+// The headers as the lane would parse them once copied (the first buffer's
+// bytes): kept in the packet's anno when the record is this lane's.
+bool EthDevice::in_share(const PcapRecord &r, PacketMeta &meta, uint32_t &hash) const {
   parse_packet(r.data, std::min(r.caplen, buffer_room_), link_, meta, r.len);
-  return lane_for(rss_hash(meta, *share_hash_), share_lanes_) == share_lane_;
+  hash = rss_hash(meta, *share_hash_);
+  return lane_for(hash, share_lanes_) == share_lane_;
 }
 
 // Tops the spare buffers up to n, in bulk (one at a time when the pool has

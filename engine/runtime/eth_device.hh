@@ -55,6 +55,10 @@ class EthDevice {
   struct RxInfo {
     uint64_t time_ns;
     uint32_t wire_len;
+    // keep_lane_share(): the packet's anno meta is already parsed (from the
+    // same bytes), and this is the software RSS hash it was kept by.
+    bool parsed = false;
+    uint32_t share_hash = 0;
   };
   // Receives up to n packets from queue q, with their RxInfo. For pcap files,
   // the files are read one after the other, as far as the pool has buffers
@@ -113,7 +117,7 @@ class EthDevice {
   // keep_lane_share(): the hash, this lane, of how many
   const ToeplitzHash *share_hash_ = nullptr;
   unsigned share_lane_ = 0, share_lanes_ = 1;
-  bool in_share(const PcapRecord &r) const;
+  bool in_share(const PcapRecord &r, PacketMeta &meta, uint32_t &hash) const;
 };
 
 }  // namespace sluice

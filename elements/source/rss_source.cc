@@ -41,7 +41,8 @@ const ElementSpec &rss_source_spec() {
               "once per queue, with `$queue` bound to the queue number. The RSS hash is symmetric, so both "
               "directions of a connection land in the same lane and a bidirectional flow is metered in one "
               "place. Devices that have no RSS (pcap, af_packet, null) get the same symmetric Toeplitz hash "
-              "computed in software.\n\n"
+              "computed in software. A trace file over several lanes is read whole by each lane, which "
+              "keeps the packets that hash gives it and passes over the others without copying them.\n\n"
               "Headers are parsed once, here, into per-packet metadata that every later element reads: L2 "
               "with VLAN, QinQ and MPLS, IPv4 and IPv6 with extension headers, TCP, UDP, ICMP, fragments.")
           .arg(ArgSpec::string("device")
@@ -217,40 +218,23 @@ class RSSSourceRuntime final : public SourceElement {
   bool has_hw_timestamps() const override { return live() && reader_->dev->has_timestamps(); }
 
   void start() override {
-    const Element &e = ctx_.graph().graph->elements[node().element];
     if (spec_.kind == DeviceSpec::Kind::Pcap && lanes_ > 1) {  // each lane reads the file, keeps its share
-      auto r = std::make_shared<DeviceReader>();
-      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live());
-      r->dev = std::make_unique<EthDevice>(spec_, e.name, 1, unsigned(arg("rx_desc").integer),
-                                           arg("symmetric").integer != 0, pool);
-      r->lanes = lanes_;
-      r->burst = burst_;
-      r->lane_share = true;
-      r->hash = &software_rss_key(arg("symmetric").integer != 0);
-      r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
-      r->dev->keep_lane_share(lane_index(), lanes_, *r->hash);
-      reader_ = std::move(r);
+      reader_ = open_reader(1);
+      reader_->lane_share = true;
+      reader_->dev->keep_lane_share(lane_index(), lanes_, *reader_->hash);
       return;
     }
     reader_ = ctx_.shared_source_state<DeviceReader>(node().element, [&] {
-      auto r = std::make_shared<DeviceReader>();
-      // af_xdp lays its UMEM over the pool: DPDK's default pool order only
-      // (from a last-freed-first pool it received nothing)
-      rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live(),
-                                               /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
-      r->dev = std::make_unique<EthDevice>(spec_, e.name, lanes_, unsigned(arg("rx_desc").integer),
-                                           arg("symmetric").integer != 0, pool);
-      r->lanes = lanes_;
-      r->burst = burst_;
+      std::shared_ptr<DeviceReader> r = open_reader(lanes_);
       r->software = r->dev->hw_queues() < lanes_;
-      r->hash = &software_rss_key(arg("symmetric").integer != 0);
-      r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
       if (r->software)
         for (unsigned l = 0; l < lanes_; ++l) {
           static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
           std::string rn = "rss" + std::to_string(next++);
           rte_ring *ring = rte_ring_create(rn.c_str(), 4096, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-          if (!ring) throw std::runtime_error("'" + e.name + "': cannot create the software RSS rings");
+          if (!ring)
+            throw std::runtime_error("'" + ctx_.graph().graph->elements[node().element].name +
+                                     "': cannot create the software RSS rings");
           r->lane_rings.push_back(ring);
           r->lane_full.push_back(std::make_unique<Counter>());
         }
@@ -317,6 +301,23 @@ class RSSSourceRuntime final : public SourceElement {
 
  private:
   unsigned lane_index() const { return queue_; }
+
+  // The device opened with `queues` receive queues, over the source's pool.
+  std::shared_ptr<DeviceReader> open_reader(unsigned queues) {
+    const Element &e = ctx_.graph().graph->elements[node().element];
+    auto r = std::make_shared<DeviceReader>();
+    // af_xdp lays its UMEM over the pool: DPDK's default pool order only
+    // (from a last-freed-first pool it received nothing)
+    rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live(),
+                                             /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
+    r->dev = std::make_unique<EthDevice>(spec_, e.name, queues, unsigned(arg("rx_desc").integer),
+                                         arg("symmetric").integer != 0, pool);
+    r->lanes = lanes_;
+    r->burst = burst_;
+    r->hash = &software_rss_key(arg("symmetric").integer != 0);
+    r->where = {if_index_, uint8_t(arg("direction").text == "egress" ? 1 : 0)};
+    return r;
+  }
 
   DeviceSpec spec_;
   unsigned burst_ = 32, queue_ = 0, lanes_ = 1;

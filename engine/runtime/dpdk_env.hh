@@ -34,6 +34,11 @@ void unpin_current_thread();
 // DPDK's memory is one heap, on socket 0).
 int dpdk_socket_for_node(int node);
 
+// Whether `path` is EAL's sysfs question about a cpu (or a cpu on a NUMA
+// node) that the kernel says this machine can never have: answered without
+// the kernel while EAL starts (dpdk_env.cc, access()).
+bool sysfs_cpu_path_cannot_exist(const char *path);
+
 // A pool of n packet buffers (mbufs with the runtime's annotations in their
 // private area and data_room bytes of data), on `socket`. It hands buffers
 // back last in, first out (DPDK's "stack" mempool driver): the buffer a

@@ -131,12 +131,15 @@ void check_runnable(const LaneGraph &lg) {
 }
 
 // Packet buffers per lane: its rings (at most `ring_fill` packets in each)
-// and some slack (less for an offline source's lanes).
+// and some slack (less for an offline source's lanes). A channel of flow
+// records holds records by value, no packet buffer.
 std::vector<unsigned> lane_mbufs_needed(const LaneGraph &lg, unsigned ring_fill, bool offline) {
   std::vector<unsigned> mbufs(lg.lanes.size(), offline ? kOfflineLaneMbufSlack : kLaneMbufSlack);
   for (const Edge &ed : lg.edges) {
     const Node &from = lg.nodes[ed.from];
     if (!ed.crosses_segments || from.lane < 0) continue;
+    const PortSpec *port = from.spec->output_port(ed.from_port);
+    if (port && port->type == StreamType::Flows) continue;
     unsigned cap = kMergeCapacity;
     if (from.spec->is_thread_boundary() && from.spec->needs.channel_capacity)
       cap = from.spec->needs.channel_capacity(from);

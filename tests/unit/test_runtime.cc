@@ -5,17 +5,21 @@
 // gives each test case its own).
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <chrono>
 #include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
+#include "engine/placement/host_topology.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/eth_device.hh"
 #include "engine/runtime/program_cache.hh"
@@ -196,6 +200,53 @@ TEST_CASE("EAL: the TSC frequency measured in a shortened sleep agrees with the 
   CHECK((t1.tv_sec - t0.tv_sec) * 1'000'000'000 + (t1.tv_nsec - t0.tv_nsec) >= 100'000'000);
 }
 
+// EAL asks sysfs about each of its 1024 lcore ids while it starts; the
+// runtime answers "no such file" itself for cpus and nodes the kernel's
+// "possible" masks leave out (dpdk_env.cc, access()). Each path it answers
+// so is one the kernel says is not there; the paths of this machine's
+// cpus, and any other path, it leaves to the kernel.
+TEST_CASE("EAL: sysfs questions about cpus that cannot exist answered without the kernel, as the kernel would",
+          "[runtime]") {
+  auto kernel_says_absent = [](const std::string &path) {
+    errno = 0;
+    return faccessat(AT_FDCWD, path.c_str(), F_OK, 0) == -1 && errno == ENOENT;
+  };
+  unsigned answered = 0, existing = 0;
+  for (unsigned cpu = 0; cpu < 1024; ++cpu) {
+    std::string core = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/core_id";
+    bool exists = !kernel_says_absent(core);
+    existing += exists;
+    if (sluice::sysfs_cpu_path_cannot_exist(core.c_str())) {
+      INFO(core);
+      CHECK(!exists);
+      ++answered;
+    }
+    for (unsigned node = 0; node < 4; ++node) {
+      std::string on_node = "/sys/devices/system/node/node" + std::to_string(node) + "/cpu" + std::to_string(cpu);
+      if (sluice::sysfs_cpu_path_cannot_exist(on_node.c_str())) {
+        INFO(on_node);
+        CHECK(kernel_says_absent(on_node));
+        ++answered;
+      }
+    }
+  }
+  CHECK(existing >= 1);
+  // Every cpu beyond those that exist and may be plugged in is answered.
+  std::ifstream f("/sys/devices/system/cpu/possible");
+  std::string list;
+  std::getline(f, list);
+  std::vector<int> possible;
+  REQUIRE(sluice::parse_cpu_list(list, possible));
+  CHECK(answered >= (1024 - possible.size()) * 5);
+  // This machine's cpus, and what is not a question about a cpu, go to the kernel.
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist("/sys/devices/system/cpu/cpu0/topology/core_id"));
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist("/sys/devices/system/node/node0/cpu0"));
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist("/sys/devices/system/cpu/cpu1023/online"));
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist("/sys/devices/system/cpu/cpu1023/topology/core_id2"));
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist("/tmp/cpu1023"));
+  CHECK_FALSE(sluice::sysfs_cpu_path_cannot_exist(nullptr));
+}
+
 // Where DPDK is linked in (SLUICE_STATIC_DPDK), a driver loaded from a file
 // (EAL's -d) would bring DPDK's shared libraries, a second DPDK, into the
 // process: refused, saying why, before EAL starts.
@@ -261,6 +312,31 @@ TEST_CASE("packet pool: an offline source gets buffers for the window of each ri
   // and little slack: 8192 buffers of slack (a live lane's) were a fifth
   // of the start of a short trace's run
   CHECK(offline < 2 * Channel::kOfflineWindow + 4096);
+}
+
+// A lane's flow records cross into a shared exporter by value, in a channel
+// of records: its source's pool gets no packet buffers for that channel. It
+// got a merge's worth (4,096 buffers, written when the pool is made) for
+// each such channel, live or offline, as if packets went through it.
+TEST_CASE("packet pool: flow records into a shared element take no packet buffers", "[runtime]") {
+  auto pool_size = [](const std::string &source, const std::string &records_to) -> unsigned {
+    auto c = test::compile_text(records_to + ";\n" + source +
+                                " -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> out;");
+    REQUIRE(c->ok);
+    RunOptions o;
+    o.eal_args = {"--no-huge"};
+    Runtime rt(c->pipe, o);
+    std::string err;
+    REQUIRE(rt.setup(&err));
+    REQUIRE(rt.context().pools.size() == 1);
+    return rt.context().pools.front().second->size;
+  };
+  for (std::string source : {"TrafficGen(flows 10, duration 10ms)", "TrafficGen(flows 10, duration 10ms, rate 1Kpps)"}) {
+    INFO(source);
+    unsigned in_lane = pool_size(source, "out :: FlowLog(\"/dev/null\")");
+    unsigned shared = pool_size(source, "out :: shared FlowLog(\"/dev/null\")");
+    CHECK(shared == in_lane);
+  }
 }
 
 // A trace file is read into the pool's buffers as far as there are free

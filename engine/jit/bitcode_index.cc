@@ -62,8 +62,11 @@ void BitcodeIndex::index(llvm::MemoryBufferRef buf) {
 }
 
 std::string plugin_of(const JitEntry &entry) {
+  // The built-in elements are where the runtime is: the executable, not the
+  // JIT module this code may run in (jit_module.hh).
   Dl_info mine{}, theirs{};
-  if (!dladdr(reinterpret_cast<const void *>(&plugin_of), &mine) || !dladdr(entry.stamp, &theirs) || !theirs.dli_fname)
+  if (!dladdr(reinterpret_cast<const void *>(&RuntimeRegistry::global), &mine) || !dladdr(entry.stamp, &theirs) ||
+      !theirs.dli_fname)
     return "";
   if (mine.dli_fname && std::string(mine.dli_fname) == theirs.dli_fname) return "";
   return theirs.dli_fname;

@@ -32,7 +32,9 @@ class BpfJit {
   // Compiles the program (which libpcap validated) to native code. nullptr,
   // with *error, when LLVM cannot.
   static std::unique_ptr<BpfJit> compile(const bpf_insn *insns, size_t count, std::string *error);
-  ~BpfJit();
+  // Virtual: the executable deletes what the JIT module made (jit_module.hh)
+  // and calls the module's destructor, never one of its own.
+  virtual ~BpfJit();
   BpfJit(const BpfJit &) = delete;
   BpfJit &operator=(const BpfJit &) = delete;
 

@@ -13,7 +13,7 @@ fail() { echo "check_package: FAILED: $*" >&2; exit 1; }
 
 echo "== the Debian package: cpack"
 cmake -DCMAKE_INSTALL_PREFIX=/usr "$BUILD" > /dev/null
-cmake --build "$BUILD" --target sluice sluice_man_page > /dev/null
+cmake --build "$BUILD" --target sluice sluice_jit sluice_man_page > /dev/null
 rm -f "$BUILD"/sluice_*.deb
 (cd "$BUILD" && cpack -G DEB > /dev/null 2>&1) || (cd "$BUILD" && cpack -G DEB)
 DEB=$(ls "$BUILD"/sluice_*_amd64.deb)
@@ -57,6 +57,13 @@ for f in usr/bin/sluice etc/sluice/flowprobe.pipe etc/sluice/laptop.yaml usr/lib
   [ -e "$ROOT/$f" ] || fail "/$f is not in the package"
 done
 ! ldd "$ROOT/usr/bin/sluice" | grep -q "not found" || fail "the installed sluice misses libraries: $(ldd "$ROOT/usr/bin/sluice" | grep 'not found')"
+# The JIT is a module the executable opens when a run needs it, LLVM with it
+# (engine/jit/jit_module.hh): the executable itself does not load LLVM.
+JIT_MODULE=$(cd "$ROOT" && find usr/lib -name sluice-jit.so)
+[ -n "$JIT_MODULE" ] || fail "the JIT module sluice-jit.so is not in the package"
+! ldd "$ROOT/$JIT_MODULE" | grep -q "not found" || fail "the JIT module misses libraries: $(ldd "$ROOT/$JIT_MODULE" | grep 'not found')"
+ldd "$ROOT/$JIT_MODULE" | grep -q libLLVM || fail "the JIT module does not load LLVM"
+! ldd "$ROOT/usr/bin/sluice" | grep -q libLLVM || fail "the installed sluice loads LLVM itself, not through its JIT module"
 [ "$STATIC_DPDK" = 0 ] || ! ldd "$ROOT/usr/bin/sluice" | grep -q librte_ ||
   fail "DPDK is linked in, yet the installed sluice loads DPDK's shared libraries: $(ldd "$ROOT/usr/bin/sluice" | grep librte_)"
 zcat "$ROOT/usr/share/man/man1/sluice.1.gz" | grep -q '^.SH "COMMAND RUN"' || fail "the man page has no section for sluice run"

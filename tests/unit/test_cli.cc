@@ -73,6 +73,50 @@ TEST_CASE("sluice --help, --version, COMMAND --help", "[cli]") {
   CHECK(ph.out.find("--host") != std::string::npos);
 }
 
+// LLVM is in the JIT module (sluice-jit.so, engine/jit/jit_module.hh),
+// which the executable opens when a run first needs the JIT: never for
+// --version, check or a --no-jit run (loading LLVM was 15 of the 25 ms each
+// command took to start). Where the module is missing (a copy of the
+// executable alone), a run with the JIT fails saying so, and --no-jit runs.
+TEST_CASE("the JIT module is loaded by runs that use the JIT only, and its absence is a clear error", "[cli][jit]") {
+  std::string dir = scratch("cli", "jit-module");
+  std::string pipe = write_file(dir + "/filter.pipe",
+                                "TrafficGen(flows 10, duration 10ms) -> Filter(\"tcp\") -> c :: Counter -> Discard;\n");
+  auto loaded = [](const std::string &binary, const std::string &args, Run *out = nullptr) {
+    Run r = run_cmd("cd " SLUICE_SOURCE_DIR " && LD_DEBUG=files " + binary + " " + args);
+    if (out) *out = r;
+    struct Loaded {
+      bool module, llvm;
+    };
+    return Loaded{r.out.find("sluice-jit.so") != std::string::npos, r.out.find("libLLVM") != std::string::npos};
+  };
+  for (std::string args : {std::string("--version"), "check " + pipe, "run -q --no-jit " + pipe}) {
+    INFO(args);
+    Run r;
+    auto l = loaded(SLUICE_BINARY, args, &r);
+    CHECK(r.status == 0);
+    CHECK_FALSE(l.module);
+    CHECK_FALSE(l.llvm);
+  }
+  Run jit;
+  auto l = loaded(SLUICE_BINARY, "run --jit-wait " + pipe, &jit);
+  CHECK(jit.status == 0);
+  CHECK(l.module);
+  CHECK(l.llvm);
+  CHECK(jit.out.find("filter: native code (LLVM ORC)") != std::string::npos);
+  CHECK(jit.out.find("loop fused by the JIT") != std::string::npos);
+
+  std::filesystem::copy_file(SLUICE_BINARY, dir + "/sluice", std::filesystem::copy_options::overwrite_existing);
+  std::string alone = dir + "/sluice";
+  Run missing = run_cmd("cd " SLUICE_SOURCE_DIR " && " + alone + " run -q --jit " + pipe);
+  CHECK(missing.status == 1);
+  CHECK_THAT(missing.out, Catch::Contains("the JIT module sluice-jit.so is not installed") &&
+                              Catch::Contains(dir + "/sluice-jit.so") && Catch::Contains("--no-jit"));
+  Run interp = run_cmd("cd " SLUICE_SOURCE_DIR " && " + alone + " run --no-jit " + pipe);
+  CHECK(interp.status == 0);
+  CHECK(interp.out.find("every packet accounted for") != std::string::npos);
+}
+
 TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
   Run t = run_sluice("plan configs/flowprobe.pipe");
   INFO(t.out);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/jit/jit_module.hh"
 #include "engine/jit/segment_jit.hh"
 #include "engine/runtime/runtime.hh"
 #include "graph_fixture.hh"
@@ -79,6 +80,12 @@ size_t count(const std::string &text, const std::regex &re) {
 int leading_number(const std::string &report) { return std::stoi(report.substr(0, report.find(' '))); }
 
 }  // namespace
+
+// The command line lists the passes (plan --emit-ir-after's help) without
+// loading the JIT module: its list is the pipeline's own.
+TEST_CASE("jit passes: the list the command line shows is the pipeline's", "[jit]") {
+  CHECK(jit_pass_names_listed() == jit_pass_names());
+}
 
 TEST_CASE("jit passes: --emit-ir-after all prints every pass of every segment, in order, with what it did", "[jit]") {
   test::Run r = test::run_sluice("plan examples/filter_count.pipe --emit-ir-after all");

@@ -166,13 +166,17 @@ bool init_eal(const EalRequest &req, std::string *error) {
 // across a nanosleep() of 100 ms in rte_eal_init: a tenth of a second of
 // every run's start, idle. This definition of nanosleep, which EAL's calls
 // reach before libc's (an executable's symbols come first), shortens that
-// one sleep to 20 ms: EAL rounds the frequency to 10 MHz (0.3% of 3 GHz),
-// and 20 ms of cycles measure it to well within that unless the thread is
-// descheduled for over 50 us right at the sleep's edges.
-// rte_get_tsc_hz() is checked against a measurement of the test's own
-// (tests/unit/test_dpdk_env.cc). Every other nanosleep is libc's, unchanged.
+// one sleep to 5 ms. EAL reads the clock (CLOCK_MONOTONIC_RAW), then the
+// counter, on each side of the sleep and divides the cycles by the time
+// between the two clock readings: what the length of the sleep buys is only
+// tolerance to the thread being interrupted between a clock reading and
+// its counter reading. EAL rounds the frequency to 10 MHz (0.3% of 3 GHz);
+// over 5 ms, an interruption there shorter than 8 us cannot change the
+// result (the test below checks it against 200 ms of counting). It was 20
+// ms: 15 ms more of each start (a third of a short run's start-up).
+// Every other nanosleep is libc's, unchanged.
 extern "C" int nanosleep(const struct timespec *request, struct timespec *remaining) {
-  constexpr long kEalTscSleepNs = 100'000'000, kShorterNs = 20'000'000;
+  constexpr long kEalTscSleepNs = 100'000'000, kShorterNs = 5'000'000;
   struct timespec shorter = {0, kShorterNs};
   if (sluice::t_in_eal_init && request && request->tv_sec == 0 && request->tv_nsec == kEalTscSleepNs)
     request = &shorter;

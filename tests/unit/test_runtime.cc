@@ -171,7 +171,7 @@ TEST_CASE("channel: an offline lane keeps no more than its window ahead of the c
 // still in the caches), not the one freed longest ago as DPDK's default
 // ring does. Seen from a thread that is not a DPDK lcore: no per-lcore
 // cache between it and the pool.
-// EAL measures the TSC over a sleep Sluice shortens from 100 ms to 20 ms
+// EAL measures the TSC over a sleep Sluice shortens from 100 ms to 5 ms
 // (dpdk_env.cc): the frequency it found agrees with the counter measured
 // here over 200 ms (the median of three), to 1% (EAL rounds to 10 MHz).
 // And a nanosleep of 100 ms anywhere else still sleeps 100 ms.
@@ -191,7 +191,9 @@ TEST_CASE("EAL: the TSC frequency measured in a shortened sleep agrees with the 
   std::vector<double> hz = {measured_hz(), measured_hz(), measured_hz()};
   std::sort(hz.begin(), hz.end());
   INFO("EAL: " << rte_get_tsc_hz() << " Hz, measured here: " << hz[1] << " Hz");
-  CHECK(std::abs(double(rte_get_tsc_hz()) - hz[1]) / hz[1] < 0.01);
+  // EAL's figure is the nearest multiple of 10 MHz: within 5 MHz of the
+  // truth, and of this measurement to well within 10 MHz
+  CHECK(std::abs(double(rte_get_tsc_hz()) - hz[1]) < 10e6);
 
   timespec asked = {0, 100'000'000}, t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

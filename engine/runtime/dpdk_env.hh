@@ -34,6 +34,12 @@ void unpin_current_thread();
 // DPDK's memory is one heap, on socket 0).
 int dpdk_socket_for_node(int node);
 
+// Whether EAL's memory without hugepages may be anonymous memory, with
+// transparent huge pages (dpdk_env.cc, memfd_create()): yes unless the EAL
+// options name a virtio_user or vhost device, whose back end maps the
+// memory from EAL's memfd.
+bool eal_memory_can_be_anonymous(const std::vector<std::string> &eal_args);
+
 // Whether `path` is EAL's sysfs question about a cpu (or a cpu on a NUMA
 // node) that the kernel says this machine can never have: answered without
 // the kernel while EAL starts (dpdk_env.cc, access()).

@@ -202,6 +202,46 @@ TEST_CASE("EAL: the TSC frequency measured in a shortened sleep agrees with the 
   CHECK((t1.tv_sec - t0.tv_sec) * 1'000'000'000 + (t1.tv_nsec - t0.tv_nsec) >= 100'000'000);
 }
 
+// Without hugepages EAL's memory is anonymous, with transparent huge pages
+// advised: it was a memfd's shared pages, 4 KiB each, so a pool of 3,072
+// buffers cost 10 ms of page faults at every start (dpdk_env.cc,
+// memfd_create()). A virtio_user or vhost device keeps the memfd its back
+// end maps.
+TEST_CASE("EAL: memory without hugepages is anonymous, huge pages advised, unless a vhost back end needs its memfd",
+          "[runtime]") {
+  RingFixture f;  // DPDK up, --no-huge
+  uintptr_t base = 0;
+  rte_memseg_list_walk(
+      [](const rte_memseg_list *msl, void *arg) {
+        if (msl->page_sz == 4096 && msl->base_va) *static_cast<uintptr_t *>(arg) = uintptr_t(msl->base_va);
+        return 0;
+      },
+      &base);
+  REQUIRE(base != 0);
+  // The mapping that holds it, in /proc/self/smaps: its first line, and its flags.
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line, header, flags;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long from, to;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2 && line.find(':') > line.find(' ')) {
+      inside = base >= from && base < to;
+      if (inside) header = line;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      flags = line;
+    }
+  }
+  INFO(header << "\n" << flags);
+  REQUIRE(!header.empty());
+  CHECK(header.find("memfd") == std::string::npos);
+  CHECK(header.find(" rw-p ") != std::string::npos);  // private, not shared
+  CHECK(flags.find(" hg") != std::string::npos);      // MADV_HUGEPAGE
+
+  CHECK(eal_memory_can_be_anonymous({"--no-huge", "-m", "256"}));
+  CHECK_FALSE(eal_memory_can_be_anonymous({"--no-huge", "--vdev", "net_virtio_user0,path=/tmp/vhost.sock"}));
+  CHECK_FALSE(eal_memory_can_be_anonymous({"--vdev=net_vhost0,iface=/tmp/sock0"}));
+}
+
 // EAL asks sysfs about each of its 1024 lcore ids while it starts; the
 // runtime answers "no such file" itself for cpus and nodes the kernel's
 // "possible" masks leave out (dpdk_env.cc, access()). Each path it answers

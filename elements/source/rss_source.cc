@@ -242,6 +242,12 @@ class RSSSourceRuntime final : public SourceElement {
     });
   }
 
+  // A trace's bytes walked by this lane's reader (each lane of a trace walks it whole).
+  std::optional<std::pair<double, double>> input_progress() const override {
+    if (!reader_ || live()) return std::nullopt;
+    return reader_->dev->file_progress();
+  }
+
   PollStatus poll(PacketBatch &batch) override {
     DeviceReader &r = *reader_;
     if (!r.software) {

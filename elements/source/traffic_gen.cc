@@ -171,6 +171,11 @@ class TrafficGenRuntime final : public SourceElement {
     rate_pps_ *= share, rate_bps_ *= share;
   }
 
+  std::optional<std::pair<double, double>> input_progress() const override {
+    if (!lane_) return std::nullopt;
+    return std::pair{double(counters.in.get()), double(lane_->size())};
+  }
+
   PollStatus poll(PacketBatch &batch) override {
     if (next_ >= lane_->size() || ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
     size_t n = std::min<size_t>(burst_, lane_->size() - next_);

@@ -291,7 +291,7 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   sigaction(SIGHUP, &hup, nullptr);
   // The JIT's one-time set-up goes on beside DPDK's (EAL, pools, devices).
   std::thread jit_warm_up;
-  if (jit.enabled) jit_warm_up = std::thread(warm_up_jit);
+  if (jit.enabled) jit_warm_up = std::thread(warm_up_jit, jit.wait);
   Runtime rt(pipe, opts);
   bool ready = rt.setup(&err);
   if (jit_warm_up.joinable()) jit_warm_up.join();
@@ -482,7 +482,9 @@ struct RunCommand {
                   "fuse every segment's loop with LLVM ORC (the default): the segments start at once on the "
                   "interpreter and switch to their fused loops, between two batches, as soon as each is compiled "
                   "(in the background, on the housekeeping cpu); a loop that cannot be compiled leaves its segment "
-                  "on the interpreter, with a warning");
+                  "on the interpreter, with a warning. A run whose end can be told (trace files, generated traffic, "
+                  "--duration) compiles only if, 0.1 s in, it is to go on for 2 s more: a shorter one cannot win "
+                  "back the compilation");
     cmd->add_flag("--jit-wait", jit.wait,
                   "with the JIT: compile every segment's loop before the run starts, so that fused loops process "
                   "every packet; an element that cannot be compiled is then an error");

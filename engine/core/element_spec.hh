@@ -312,5 +312,6 @@ namespace sluice {
 // 4: metrics declared in the spec (ElementSpec::metric), reported through ElementMetrics.
 // 5: optional flow record fields (FlowField, ElementSpec::record_fields; FlowCounters and
 //    FlowRecord grew, PacketAnno has if_index and flow_direction).
-inline constexpr int kPluginAbi = 5;
+// 6: SourceElement::input_progress (sources' vtables grew).
+inline constexpr int kPluginAbi = 6;
 }  // namespace sluice

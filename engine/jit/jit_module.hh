@@ -31,7 +31,7 @@ struct JitModuleApi {
   const char *version;  // SLUICE_VERSION
   size_t api_size;      // sizeof(JitModuleApi)
   std::unique_ptr<ProgramCompiler> (*make_segment_jit)(const JitSettings &settings, std::string *error);
-  void (*warm_up_jit)();
+  void (*warm_up_jit)(bool bitcode);
   std::string (*default_jit_cpu)();
   std::unique_ptr<BpfJit> (*compile_bpf)(const bpf_insn *insns, size_t count, std::string *error);
 };

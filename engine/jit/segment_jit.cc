@@ -155,9 +155,9 @@ std::string default_jit_cpu() {
 
 const std::vector<std::string> &jit_pass_names() { return JitPipeline::pass_names(); }
 
-void warm_up_jit() {
+void warm_up_jit(bool bitcode) {
   init_llvm();
-  BitcodeIndex::get();
+  if (bitcode) BitcodeIndex::get();
 }
 
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error) {

@@ -43,10 +43,13 @@ struct JitSettings {
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error);
 
 // What every compilation needs first, done once per process: LLVM's target
-// set up and the embedded bitcode indexed (about a tenth of a second). A run
-// calls it on a thread of its own while DPDK starts, so that the first
-// segment's compilation does not pay for it. Thread-safe.
-void warm_up_jit();
+// set up and, with `bitcode`, the embedded bitcode indexed (30 ms, the
+// first compilation's otherwise). A run calls it on a thread of its own
+// while DPDK starts: with `bitcode` when its loops are compiled before it
+// starts (--jit-wait); a run that may not compile them (--jit, a short
+// input) leaves the index to the first compilation, off the start (the
+// index beside DPDK's start made it 18 ms longer). Thread-safe.
+void warm_up_jit(bool bitcode);
 
 // x86-64-v3 where the host has its features (measured faster here than
 // tuning for the host's own CPU, PLATFORM.md), else the host's CPU.

@@ -91,6 +91,9 @@ class PcapFileReader {
   // zeros from there). The caller drops such a record: the next call gives
   // it again as the file now has it, or ends where the file now ends.
   bool intact() const { return !map_ || map_record_end_ <= map_->intact_below(); }
+  // About how far into the file the walk is, in bytes (where read() fills
+  // slots ahead, up to their end).
+  uint64_t offset() const { return map_ ? pos_ : read_offset_; }
   // Whether the records so far were walked here, not read by libpcap.
   bool walked() const { return !pcap_; }
   // Whether a thread reads the file ahead (now).

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/core/graph.hh"
@@ -267,6 +268,11 @@ class SourceElement : public RuntimeElement {
   virtual bool has_capture_time() const { return false; }
   // Whether the device stamps packets itself (Timestamp(clock hw)).
   virtual bool has_hw_timestamps() const { return false; }
+  // How far a finite input has been read: {done, total}, in a unit of the
+  // source's (packets, bytes of a trace); nothing for an input without an
+  // end. Asked from the main thread while the lane runs: the JIT compiles
+  // only when the run is to go on long enough to repay it (Runtime::run).
+  virtual std::optional<std::pair<double, double>> input_progress() const { return std::nullopt; }
 
   void push(int, PacketBatch &) override {}
 };

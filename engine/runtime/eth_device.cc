@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "engine/packet/parse.hh"
@@ -103,6 +104,9 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
         }
         link = dl;
         pcap_close(p);
+        std::error_code ec;
+        uintmax_t size = std::filesystem::file_size(f, ec);
+        files_bytes_ += ec ? 0 : uint64_t(size);
       }
       link_ = LinkType(link);
       hw_queues_ = 1;
@@ -241,6 +245,9 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     }
     if (!held_ && !(held_ = file_->next(record_))) {
       file_.reset();
+      std::error_code ec;
+      uintmax_t size = std::filesystem::file_size(spec_.files[current_], ec);
+      files_done_bytes_ += ec ? 0 : uint64_t(size);
       ++current_;
       continue;
     }
@@ -266,6 +273,7 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     }
     pkts[got++] = m;
   }
+  walked_.store(files_done_bytes_ + (file_ ? file_->offset() : 0), std::memory_order_relaxed);
   if (current_ == spec_.files.size()) {
     free_packets(spare_, spares_);
     spares_ = 0;

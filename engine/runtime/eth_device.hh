@@ -10,7 +10,9 @@
 #include <rte_mempool.h>
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,13 @@ class EthDevice {
   // the runtime must spread them in software.
   unsigned hw_queues() const { return hw_queues_; }
   bool finite() const { return spec_.kind == DeviceSpec::Kind::Pcap; }
+  // Trace files: bytes walked and bytes in all, about (the lane's thread
+  // walks, any thread may ask); nothing for other devices or files whose
+  // size is unknown.
+  std::optional<std::pair<double, double>> file_progress() const {
+    if (!finite() || files_bytes_ == 0) return std::nullopt;
+    return std::pair{double(walked_.load(std::memory_order_relaxed)), double(files_bytes_)};
+  }
   LinkType link_type() const { return link_; }
   bool has_timestamps() const { return ts_offset_ >= 0 || finite(); }
   bool hw_rss() const { return hw_rss_; }
@@ -109,6 +118,9 @@ class EthDevice {
   // and buffers taken from the pool in bulk but not yet filled.
   size_t current_ = 0;
   std::unique_ptr<PcapFileReader> file_;
+  uint64_t files_bytes_ = 0;          // the trace files' sizes, summed
+  uint64_t files_done_bytes_ = 0;     // of the files read to their end
+  std::atomic<uint64_t> walked_{0};   // files_done_bytes_ and the current file's offset
   PcapRecord record_;
   bool held_ = false;
   rte_mbuf *spare_[kMaxBurst];

@@ -204,6 +204,7 @@ std::string ProgramCache::describe(const SegmentRunner &seg) const {
     const std::string &e = c->second.error;
     return "interpreter (JIT: " + (e.starts_with("JIT: ") ? e.substr(5) : e) + ")";
   }
+  if (compiler_ && !declined_.empty()) return "interpreter (" + declined_ + ")";
   if (compiler_) return "interpreter (no fused loop was ready before it ended)";
   return "interpreter";
 }

@@ -62,6 +62,12 @@ class ProgramCache {
   // Segment compilations given up so, begun or not (they count in no
   // segment's compilations).
   uint64_t cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  // The run compiles nothing in the background (Runtime::run: it is to end
+  // too soon to repay a compilation); `why` ends up in describe().
+  void decline(std::string why) {
+    std::lock_guard lock(mutex_);
+    declined_ = std::move(why);
+  }
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter, and a compilation under way for it
   // is stale.
@@ -91,6 +97,7 @@ class ProgramCache {
   int compiler_cpu_ = -1;
   int background_nice_ = 19;
   mutable std::mutex mutex_;
+  std::string declined_;  // decline()
   // Programs by the segment they were compiled for. One goes when nothing
   // can run it any more: its segment switched away from it on its own
   // thread, or ended in a reload.

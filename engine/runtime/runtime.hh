@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -134,7 +135,16 @@ class Runtime {
   // segment switches to its loop between two batches when it is ready (a
   // short run never waits for the compiler). A loop that cannot be compiled
   // leaves its segment on the interpreter, with a warning.
+  // A run whose end can be told (trace files, generated traffic, a
+  // --duration) compiles only if, 0.1 s in, it is to go on for 2 s more:
+  // a compilation takes 0.3-0.45 s of a cpu, which a run that ends sooner
+  // cannot win back (docs/jit.md); --jit-wait compiles every time.
   void compile_when_running() { compile_when_running_ = true; }
+  static constexpr double kJitDecideAfterS = 0.1, kJitRepaysAfterS = 2.0;
+  // How long the run is to go on, from what its sources read in its first
+  // `elapsed` seconds and --duration; nothing where neither tells (an input
+  // without an end, or nothing read yet).
+  std::optional<double> expected_rest_s(double elapsed) const;
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter; then, from any other thread,
   // recompile() compiles what runs the interpreter again.

@@ -404,15 +404,18 @@ TEST_CASE("jit: a plugin's element is fused from the bitcode beside it, and refu
   // says what is missing; with --jit (compiling while the run goes) the
   // segment stays on the interpreter, saying why.
   std::filesystem::copy_file(plugin, dir + "/bare_plugin.so", std::filesystem::copy_options::overwrite_existing);
-  // Long enough (about 0.5 s unpaced), and compiling at the segments'
+  // 460K packets at 100 Kpps, held back rather than dropped: 4.6 s, long
+  // enough for the run to compile (a run to end within 2 s compiles
+  // nothing), stopped by Ctrl-C after 1.5 s. Compiling at the segments'
   // priority, for the background compilation to have said why before the
   // end: at nice 19 beside a loaded test run, a run of 40 ms ended first.
-  std::string bare = pipe(dir + "/bare_plugin.so", "30s");
+  std::string bare = pipe(dir + "/bare_plugin.so", "30s, rate 100Kpps, lossless true");
   test::Run refused = test::run_sluice("run -q " + bare + " --jit-wait");
   CHECK(refused.status != 0);
   CHECK_THAT(refused.out, Catch::Contains("no bitcode for element 'e#0'") && Catch::Contains("bare_plugin.so.bc") &&
                               Catch::Contains("--no-jit"));
-  test::Run degraded = test::run_sluice("run -q --jit-nice 0 " + bare);
+  test::Run degraded = test::run_cmd("cd " SLUICE_SOURCE_DIR " && timeout --preserve-status -s INT 1.5 " SLUICE_BINARY
+                                     " run -q --jit-nice 0 " + bare);
   INFO(degraded.out);
   CHECK(degraded.status == 0);
   CHECK_THAT(degraded.out, Catch::Contains("; interpreter (JIT: no bitcode for element 'e#0'"));

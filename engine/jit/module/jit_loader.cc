@@ -78,8 +78,8 @@ std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, s
   return m.api->make_segment_jit(settings, error);
 }
 
-void warm_up_jit() {
-  if (const JitModuleApi *api = jit_module().api) api->warm_up_jit();
+void warm_up_jit(bool bitcode) {
+  if (const JitModuleApi *api = jit_module().api) api->warm_up_jit(bitcode);
 }
 
 std::string default_jit_cpu() {

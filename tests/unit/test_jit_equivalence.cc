@@ -536,6 +536,20 @@ TEST_CASE("jit: a --jit run says each segment's loop was fused and how long it t
   }
 }
 
+namespace {
+// The packets a --no-jit run of `pipe` received (its summary as JSON at
+// `json`): to pace a replay of the same traffic to a chosen length.
+uint64_t received_without_jit(const std::string &pipe, const std::string &json) {
+  Run r = run_sluice("run -q --no-jit " + quote(pipe) + " --stats-json " + quote(json));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::smatch m;
+  std::string text = read_file(json);
+  REQUIRE(std::regex_search(text, m, std::regex("\"received\": ([0-9]+)")));
+  return std::stoull(m[1].str());
+}
+}  // namespace
+
 // `sluice run` (--jit, the default) does not wait for the compiler: the
 // segments start on the interpreter and each switches to its fused loop
 // between two batches when it is ready. The switch must not change a
@@ -555,13 +569,7 @@ TEST_CASE("jit: by default the segments start on the interpreter and switch to t
                           " -> ft :: FlowTable(capacity 64K) -> GCSlicer(table ft) -> FlowLog(\"" + dir + "/" + name +
                           ".csv\");\n");
   };
-  Run interp = run_sluice("run -q --no-jit " + probe("interp", "") + " --stats-json " + quote(dir + "/interp.json"));
-  INFO(interp.out);
-  REQUIRE(interp.status == 0);
-  std::smatch m;
-  std::string json = read_file(dir + "/interp.json");
-  REQUIRE(std::regex_search(json, m, std::regex("\"received\": ([0-9]+)")));
-  uint64_t n = std::stoull(m[1].str());
+  uint64_t n = received_without_jit(probe("interp", ""), dir + "/interp.json");
   REQUIRE(n > 10000);
   // 8 s of replay: time for both loops to compile on a loaded machine, at
   // nice 0: at 19 the other tests CI runs beside this one can leave them no cpu.
@@ -634,12 +642,7 @@ TEST_CASE("jit: a run to end within 2 s compiles nothing and says why, --jit-wai
     return write_file(dir + "/finite.pipe", "TrafficGen(flows 100, duration 2s, seed 2" + pace +
                                                 ") -> c :: Counter -> Discard;\n");
   };
-  Run count = run_sluice("run -q --no-jit " + quote(traffic("")) + " --stats-json " + quote(dir + "/count.json"));
-  REQUIRE(count.status == 0);
-  std::smatch m;
-  std::string json = read_file(dir + "/count.json");
-  REQUIRE(std::regex_search(json, m, std::regex("\"received\": ([0-9]+)")));
-  uint64_t n = std::stoull(m[1].str());
+  uint64_t n = received_without_jit(traffic(""), dir + "/count.json");
   REQUIRE(n > 1000);
   std::string finite = traffic(", rate " + std::to_string(2 * n) + "pps, lossless true");
   // 50 s of live traffic, run for 0.5 s

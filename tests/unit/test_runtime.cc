@@ -333,18 +333,25 @@ TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[run
 // pool makes it wait, never drop). It was sized to the whole rings (two
 // rings of 64K and 32K: about 105K buffers, every one written when the pool
 // is made, each a page fault without hugepages). A live source's still is.
+namespace {
+// The packet buffers of the one source's pool of a graph, set up (not run).
+unsigned source_pool_size(const std::string &graph) {
+  auto c = test::compile_text(graph);
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge"};
+  Runtime rt(c->pipe, o);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  REQUIRE(rt.context().pools.size() == 1);
+  return rt.context().pools.front().second->size;
+}
+}  // namespace
+
 TEST_CASE("packet pool: an offline source gets buffers for the window of each ring, a live one for the whole rings",
           "[runtime]") {
-  auto pool_size = [](const std::string &source) -> unsigned {
-    auto c = test::compile_text(source + " -> Ring(capacity 64K) -> Ring(capacity 32K) -> Discard;");
-    REQUIRE(c->ok);
-    RunOptions o;
-    o.eal_args = {"--no-huge"};
-    Runtime rt(c->pipe, o);
-    std::string err;
-    REQUIRE(rt.setup(&err));
-    REQUIRE(rt.context().pools.size() == 1);
-    return rt.context().pools.front().second->size;
+  auto pool_size = [](const std::string &source) {
+    return source_pool_size(source + " -> Ring(capacity 64K) -> Ring(capacity 32K) -> Discard;");
   };
   unsigned offline = pool_size("TrafficGen(flows 10, duration 10ms)");
   unsigned live = pool_size("TrafficGen(flows 10, duration 10ms, rate 1Kpps)");
@@ -361,17 +368,9 @@ TEST_CASE("packet pool: an offline source gets buffers for the window of each ri
 // got a merge's worth (4,096 buffers, written when the pool is made) for
 // each such channel, live or offline, as if packets went through it.
 TEST_CASE("packet pool: flow records into a shared element take no packet buffers", "[runtime]") {
-  auto pool_size = [](const std::string &source, const std::string &records_to) -> unsigned {
-    auto c = test::compile_text(records_to + ";\n" + source +
-                                " -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> out;");
-    REQUIRE(c->ok);
-    RunOptions o;
-    o.eal_args = {"--no-huge"};
-    Runtime rt(c->pipe, o);
-    std::string err;
-    REQUIRE(rt.setup(&err));
-    REQUIRE(rt.context().pools.size() == 1);
-    return rt.context().pools.front().second->size;
+  auto pool_size = [](const std::string &source, const std::string &records_to) {
+    return source_pool_size(records_to + ";\n" + source +
+                            " -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> out;");
   };
   for (std::string source : {"TrafficGen(flows 10, duration 10ms)", "TrafficGen(flows 10, duration 10ms, rate 1Kpps)"}) {
     INFO(source);

@@ -5,8 +5,8 @@
 // process that links it pays for loading and relocating it before main():
 // 15 of the 25 ms every `sluice` command took to start, --no-jit runs,
 // `sluice check` and `sluice ctl` included. The executable instead carries
-// a loader (jit_loader.cc) that defines segment_jit.hh's functions and
-// BpfJit::compile by forwarding to the module, which it opens on first use
+// a loader (jit_loader.cc) that defines the segment_jit.hh functions it
+// calls and BpfJit::compile by forwarding to the module, which it opens on first use
 // (a --jit run: on the thread that warms the JIT up while DPDK starts). The
 // tests and the fuzzers link the JIT in (sluice_fusion, sluice_bpf_jit).
 //
@@ -32,7 +32,6 @@ struct JitModuleApi {
   size_t api_size;      // sizeof(JitModuleApi)
   std::unique_ptr<ProgramCompiler> (*make_segment_jit)(const JitSettings &settings, std::string *error);
   void (*warm_up_jit)(bool bitcode);
-  std::string (*default_jit_cpu)();
   std::unique_ptr<BpfJit> (*compile_bpf)(const bpf_insn *insns, size_t count, std::string *error);
 };
 

@@ -1,5 +1,6 @@
 #include "engine/runtime/dpdk_env.hh"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -7,11 +8,10 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_memory.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
-#include <sstream>
+#include <string>
 #include <string_view>
 
 #include "engine/placement/host_topology.hh"
@@ -46,9 +46,8 @@ const PossibleIds &possible_ids() {
   static const PossibleIds ids = [] {
     auto read_list = [](const char *path, std::vector<int> &out) {
       std::ifstream f(path);
-      std::stringstream text;
-      text << f.rdbuf();
-      return f && parse_cpu_list(text.str(), out) && !out.empty();
+      std::string text;
+      return std::getline(f, text) && parse_cpu_list(text, out) && !out.empty();
     };
     PossibleIds p;
     p.known = read_list("/sys/devices/system/cpu/possible", p.cpus) &&
@@ -64,7 +63,8 @@ const PossibleIds &possible_ids() {
 void advise_huge_pages() {
   rte_memseg_list_walk(
       [](const rte_memseg_list *msl, void *) {
-        if (msl->page_sz == 4096 && msl->base_va && msl->len >= (2u << 20)) madvise(msl->base_va, msl->len, MADV_HUGEPAGE);
+        if (msl->page_sz == 4096 && msl->base_va && msl->len >= (2u << 20))
+          madvise(msl->base_va, msl->len, MADV_HUGEPAGE);
         return 0;
       },
       nullptr);

@@ -106,7 +106,7 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
         pcap_close(p);
         std::error_code ec;
         uintmax_t size = std::filesystem::file_size(f, ec);
-        files_bytes_ += ec ? 0 : uint64_t(size);
+        file_bytes_.push_back(ec ? 0 : uint64_t(size));
       }
       link_ = LinkType(link);
       hw_queues_ = 1;
@@ -245,9 +245,7 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     }
     if (!held_ && !(held_ = file_->next(record_))) {
       file_.reset();
-      std::error_code ec;
-      uintmax_t size = std::filesystem::file_size(spec_.files[current_], ec);
-      files_done_bytes_ += ec ? 0 : uint64_t(size);
+      files_done_bytes_ += file_bytes_[current_];
       ++current_;
       continue;
     }

@@ -9,11 +9,13 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/packet/packet_meta.hh"
@@ -52,8 +54,9 @@ class EthDevice {
   // walks, any thread may ask); nothing for other devices or files whose
   // size is unknown.
   std::optional<std::pair<double, double>> file_progress() const {
-    if (!finite() || files_bytes_ == 0) return std::nullopt;
-    return std::pair{double(walked_.load(std::memory_order_relaxed)), double(files_bytes_)};
+    uint64_t total = std::accumulate(file_bytes_.begin(), file_bytes_.end(), uint64_t(0));
+    if (!finite() || total == 0) return std::nullopt;
+    return std::pair{double(walked_.load(std::memory_order_relaxed)), double(total)};
   }
   LinkType link_type() const { return link_; }
   bool has_timestamps() const { return ts_offset_ >= 0 || finite(); }
@@ -118,7 +121,7 @@ class EthDevice {
   // and buffers taken from the pool in bulk but not yet filled.
   size_t current_ = 0;
   std::unique_ptr<PcapFileReader> file_;
-  uint64_t files_bytes_ = 0;          // the trace files' sizes, summed
+  std::vector<uint64_t> file_bytes_;  // each trace file's size (0: unknown)
   uint64_t files_done_bytes_ = 0;     // of the files read to their end
   std::atomic<uint64_t> walked_{0};   // files_done_bytes_ and the current file's offset
   PcapRecord record_;

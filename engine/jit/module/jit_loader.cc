@@ -1,10 +1,11 @@
-// The executable's side of the JIT module (jit_module.hh): segment_jit.hh's
-// functions and BpfJit::compile, forwarded to sluice-jit.so, which is
-// opened the first time one of them is called.
+// The executable's side of the JIT module (jit_module.hh): the functions of
+// segment_jit.hh that the executable calls, and BpfJit::compile, forwarded
+// to sluice-jit.so, which is opened the first time one of them is called.
 #include <dlfcn.h>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "engine/jit/jit_module.hh"
 
@@ -80,11 +81,6 @@ std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, s
 
 void warm_up_jit(bool bitcode) {
   if (const JitModuleApi *api = jit_module().api) api->warm_up_jit(bitcode);
-}
-
-std::string default_jit_cpu() {
-  const JitModuleApi *api = jit_module().api;
-  return api ? api->default_jit_cpu() : "";
 }
 
 const std::vector<std::string> &jit_pass_names() { return jit_pass_names_listed(); }

@@ -83,6 +83,7 @@ class Channel {
   uint64_t waits() const { return waits_.get(); }
 
  private:
+  unsigned enqueue(const char *items, unsigned n, unsigned *free_space);
   // Enqueues n items of esize bytes at items; on_drop(i) for each lost one.
   template <typename OnDrop>
   unsigned send_items(const void *items, unsigned n, const std::atomic<bool> &abort, OnDrop on_drop);

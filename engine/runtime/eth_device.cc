@@ -221,7 +221,7 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
   if (spec_.kind == DeviceSpec::Kind::Pcap) return read_files(pkts, info, n, end);
   uint16_t got = rte_eth_rx_burst(ports_[0], uint16_t(q), pkts, n);
   packets_acquired(pkts, got);
-  for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len};
+  for (uint16_t i = 0; i < got; ++i) info[i] = {timestamp(pkts[i]), pkts[i]->pkt_len, false, 0};
   return got;
 }
 
@@ -264,7 +264,7 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
       rte_pktmbuf_free(m);
       continue;
     }
-    info[got] = {record_.ns, record_.len};
+    info[got] = {record_.ns, record_.len, false, 0};
     if (share_hash_) {
       anno(m).meta = meta;
       info[got].parsed = true, info[got].share_hash = hash;

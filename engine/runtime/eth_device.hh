@@ -15,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,9 +70,13 @@ class EthDevice {
     uint32_t wire_len;
     // keep_lane_share(): the packet's anno meta is already parsed (from the
     // same bytes), and this is the software RSS hash it was kept by.
-    bool parsed = false;
-    uint32_t share_hash = 0;
+    bool parsed;
+    uint32_t share_hash;
   };
+  // Trivial, so that a burst's array of them costs nothing until written
+  // (each writer sets every field); with
+  // member initializers, each poll zeroed kMaxBurst of them.
+  static_assert(std::is_trivially_default_constructible_v<RxInfo>);
   // Receives up to n packets from queue q, with their RxInfo. For pcap files,
   // the files are read one after the other, as far as the pool has buffers
   // (a record waits for one, it is never dropped); *end is set once the last

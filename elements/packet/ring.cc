@@ -1,5 +1,6 @@
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/channel.hh"
+#include "engine/runtime/run_context.hh"
 
 #include "elements/units.hh"
 
@@ -20,6 +21,9 @@ class RingRuntime final : public RuntimeElement {
     if (const Channel *ch = channel())
       lines.push_back("ring: capacity " + std::to_string(ch->capacity()) + ", highest occupancy " +
                       std::to_string(ch->max_occupancy()) + ", waits for room " + std::to_string(ch->waits()));
+    else if (lane() >= 0 && ctx_.graph().lanes[size_t(lane())].rings_folded)
+      lines.push_back("ring: none, batches passed on in the lane's thread (its input is offline and its "
+                      "segments had one cpu)");
   }
 
   // Handlers (ring_spec): the channel's numbers, none before it is there.
@@ -69,7 +73,10 @@ const ElementSpec &ring_spec() {
               "result every time; it also keeps no more than 2048 packets in the ring (whatever its "
               "capacity), so that packets are processed while their buffers are still in the caches. At "
               "the end of input the ring is drained before the next segment stops, so "
-              "no packet is left in it. The run summary shows its highest occupancy.")
+              "no packet is left in it. The run summary shows its highest occupancy.\n\n"
+              "An offline lane whose segments the plan would put on one cpu has no use for the ring (nothing "
+              "to absorb, two threads taking turns): the Ring then passes its batches on in the lane's thread, "
+              "and `sluice plan` and the run summary say so.")
           .arg(ArgSpec::count("capacity")
                    .def("64K")
                    .range(64, 16 * kM)

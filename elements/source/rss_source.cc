@@ -95,7 +95,12 @@ const ElementSpec &rss_source_spec() {
           .output(PortSpec::packets("out").describe("Received packets, parsed, in batches of up to `burst`."))
           .needs_device([](const Node &n) { return n.arg("device")->value.text; })
           .needs_lane_mbufs([](const Node &n) { return unsigned(n.arg("rx_desc")->value.integer); })
-          .needs_burst([](const Node &n) { return unsigned(n.arg("burst")->value.integer); });
+          .needs_burst([](const Node &n) { return unsigned(n.arg("burst")->value.integer); })
+          .has_offline_input([](const Node &n) {  // trace files: live() false
+            DeviceSpec d;
+            std::string err;
+            return parse_device(n.arg("device")->value.text, d, &err) && d.kind == DeviceSpec::Kind::Pcap;
+          });
   return spec;
 }
 

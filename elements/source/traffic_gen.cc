@@ -112,6 +112,10 @@ const ElementSpec &traffic_gen_spec() {
             for (const Value &v : sizes.is_list ? sizes.items : std::vector<Value>{sizes})
               if (!v.is_symbol) room = std::max(room, unsigned(v.integer));
             return room;
+          })
+          .has_offline_input([](const Node &n) {  // live() false: unpaced, or paced losslessly
+            const ResolvedArg *rate = n.arg("rate");
+            return !rate || rate->value.real <= 0 || n.arg("lossless")->value.integer != 0;
           });
   return spec;
 }

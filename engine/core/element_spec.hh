@@ -180,6 +180,10 @@ struct ElementNeeds {
   std::function<unsigned(const Node &)> channel_capacity;
   // A source: the most packets one poll returns (its lane's batch).
   std::function<unsigned(const Node &)> burst;
+  // A source whose input waits for the lane (a trace file, unpaced generated
+  // traffic): it is never lost for want of room, so a Ring after it has no
+  // burst to absorb (what SourceElement::live() says of an instance, false).
+  std::function<bool(const Node &)> offline_input;
 };
 
 struct ElementSpec {
@@ -231,6 +235,10 @@ struct ElementSpec {
   ElementSpec &&needs_frame_room(NodeCount f) && { needs.frame_room = std::move(f); return std::move(*this); }
   ElementSpec &&needs_channel_capacity(NodeCount f) && { needs.channel_capacity = std::move(f); return std::move(*this); }
   ElementSpec &&needs_burst(NodeCount f) && { needs.burst = std::move(f); return std::move(*this); }
+  ElementSpec &&has_offline_input(std::function<bool(const Node &)> f) && {
+    needs.offline_input = std::move(f);
+    return std::move(*this);
+  }
   // A handler read by a const member of the element's class T (returning
   // text, optional text or a number); writable_handler adds the member that
   // prepares a write: std::function<void()> (T::*)(const std::string &).

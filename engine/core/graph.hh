@@ -84,6 +84,7 @@ struct Lane {
   int source = -1;  // element index of the source that starts it
   int queue = 0;    // the queue of that source ($queue)
   std::vector<int> segments;
+  bool rings_folded = false;  // its Rings run inside its segments (build_lanes' fold_rings)
 };
 
 struct LaneGraph {

@@ -1,6 +1,7 @@
 #include "engine/driver/compile_pipe.hh"
 
 #include <exception>
+#include <set>
 #include <sstream>
 
 #include "dsl/frontend.hh"
@@ -60,6 +61,22 @@ std::shared_ptr<CompiledPipe> compile_pipe_text(const std::string &name, const s
   return p;
 }
 
+std::set<int> lanes_to_fold(const LaneGraph &lanes, const Placement &placement) {
+  std::set<int> fold;
+  for (const Lane &lane : lanes.lanes) {
+    if (lane.segments.size() < 2) continue;
+    const Node *source = nullptr;
+    for (const Node &n : lanes.nodes)
+      if (n.element == lane.source && n.lane == lane.id) source = &n;
+    if (!source || !source->spec->needs.offline_input || !source->spec->needs.offline_input(*source)) continue;
+    int cpu = placement.segments[size_t(lane.segments.front())].cpu;
+    bool one_cpu = cpu >= 0;
+    for (int s : lane.segments) one_cpu = one_cpu && placement.segments[size_t(s)].cpu == cpu;
+    if (one_cpu) fold.insert(lane.id);
+  }
+  return fold;
+}
+
 bool place_pipe(CompiledPipe &pipe, const std::string &host, std::string *error) {
   std::string host_file = host.empty() ? default_host_profile_path() : host;
   HostEnvironment env = HostEnvironment::this_process();
@@ -70,6 +87,19 @@ bool place_pipe(CompiledPipe &pipe, const std::string &host, std::string *error)
   if (!place_lanes(pipe.lanes, pipe.profile, *placement, error)) {
     *error = "sluice: error: " + *error;
     return false;
+  }
+  // Lanes whose Rings would only hand batches between two threads taking
+  // turns on one cpu: built again with the Rings inside the lane's thread,
+  // and placed again (fewer threads may find cpus of their own).
+  if (std::set<int> fold = lanes_to_fold(pipe.lanes, *placement); !fold.empty()) {
+    LaneGraph folded;
+    Diagnostics again(pipe.sources);  // the graph was built once: nothing new to say
+    auto refolded = std::make_shared<Placement>();
+    std::string ignored;
+    if (build_lanes(pipe.graph, again, folded, fold) && place_lanes(folded, pipe.profile, *refolded, &ignored)) {
+      pipe.lanes = std::move(folded);
+      placement = std::move(refolded);
+    }
   }
   pipe.placement = std::move(placement);
   return true;

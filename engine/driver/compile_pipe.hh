@@ -5,6 +5,7 @@
 // here, so they all see the same graph and the same diagnostics.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,15 @@ std::shared_ptr<CompiledPipe> compile_pipe_text(const std::string &name, const s
 // Reads the host profile (`host`, or the default one when empty) and places
 // the lanes on it. False with *error ("file:line:column: error: ..." for a
 // profile's mistakes, or why the lanes do not fit).
+//
+// A lane fed by an offline source (a trace file, unpaced TrafficGen: it waits
+// for room, so a Ring has no burst to absorb) whose segments the plan puts on
+// one cpu runs as one segment, its Rings passing batches on in the lane's
+// thread (Lane::rings_folded): two threads taking turns on a cpu, with a
+// hand-over between them, were only slower.
 bool place_pipe(CompiledPipe &pipe, const std::string &host, std::string *error);
+
+// The lanes place_pipe folds so: offline source, every segment on one cpu.
+std::set<int> lanes_to_fold(const LaneGraph &lanes, const Placement &placement);
 
 }  // namespace sluice

@@ -18,7 +18,8 @@ struct Membership {
 
 class LaneBuilder {
 public:
-  LaneBuilder(const ElementGraph &g, Diagnostics &diags, LaneGraph &out) : g_(g), diags_(diags), out_(out) {}
+  LaneBuilder(const ElementGraph &g, Diagnostics &diags, LaneGraph &out, const std::set<int> &fold_rings)
+      : g_(g), diags_(diags), out_(out), fold_rings_(fold_rings) {}
 
   bool run() {
     int errors = diags_.error_count();
@@ -173,8 +174,10 @@ private:
   }
 
   // Segments are the connected parts of the instance graph once the edges out
-  // of a Ring and the merges into shared elements are cut.
+  // of a Ring (but in the lanes of fold_rings_) and the merges into shared
+  // elements are cut.
   void segment() {
+    for (Lane &l : out_.lanes) l.rings_folded = fold_rings_.count(l.id) > 0;
     std::vector<int> parent(out_.nodes.size());
     std::iota(parent.begin(), parent.end(), 0);
     auto find = [&](int x) {
@@ -183,7 +186,7 @@ private:
     };
     for (Edge &e : out_.edges) {
       const Node &from = out_.nodes[e.from], &to = out_.nodes[e.to];
-      bool ring = g_.elements[from.element].spec->is_thread_boundary();
+      bool ring = g_.elements[from.element].spec->is_thread_boundary() && !fold_rings_.count(from.lane);
       e.crosses_segments = ring || from.lane != to.lane;
       if (!e.crosses_segments) parent[find(e.from)] = find(e.to);
     }
@@ -240,12 +243,13 @@ private:
   std::vector<Membership> member_;
   std::set<int> reported_;  // elements with a membership error
   std::vector<std::vector<int>> node_of_;  // [element][lane, or lanes.size() for shared] -> node
+  const std::set<int> &fold_rings_;
 };
 
 }  // namespace
 
-bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out) {
-  return LaneBuilder(g, diags, out).run();
+bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out, const std::set<int> &fold_rings) {
+  return LaneBuilder(g, diags, out, fold_rings).run();
 }
 
 }  // namespace sluice

@@ -3,6 +3,8 @@
 // segmentation (a lane splits into segments at Rings and at merges into
 // shared elements; each segment becomes one thread's loop).
 #pragma once
+#include <set>
+
 #include "engine/base/diagnostics.hh"
 #include "engine/core/graph.hh"
 
@@ -10,7 +12,9 @@ namespace sluice {
 
 // Builds `out` from a checked graph. Problems (an element fed by two sources
 // that is not shared, $queue outside a lane, ...) go to `diags`; returns false
-// when there were errors.
-bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out);
+// when there were errors. The lanes of `fold_rings` keep their Rings inside
+// one segment: each passes its batches on in the lane's thread
+// (fold_offline_rings in compile_pipe.hh says when).
+bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out, const std::set<int> &fold_rings = {});
 
 }  // namespace sluice

@@ -177,6 +177,7 @@ void print_plan_text(std::ostream &os, const std::string &config_name, const Lan
       const LanePlacement &lp = placement->lanes[size_t(lane.id)];
       os << "    node " << lp.node << ": " << lp.reason << "\n";
     }
+    if (lane.rings_folded) os << "    " << kRingsFolded << "\n";
     for (int s : lane.segments) print_segment(lg.segments[s]);
   }
   bool any_shared = false;
@@ -281,7 +282,7 @@ void print_plan_json(std::ostream &os, const std::string &config_name, const Lan
     os << (l.lane ? ",\n    " : "\n    ") << "{\"lane\": " << l.lane << ", \"source\": "
        << json_string(g.elements[size_t(lane.source)].name) << ", \"queue\": " << lane.queue
        << ", \"device\": " << json_string(l.device) << ", \"node\": " << l.node << ", \"reason\": " << json_string(l.reason)
-       << "}";
+       << ", \"rings_folded\": " << (lane.rings_folded ? "true" : "false") << "}";
   }
   os << "\n  ],\n  \"segments\": [";
   for (const SegmentPlacement &sp : p.segments) {

@@ -15,7 +15,12 @@ void print_plan_text(std::ostream &os, const std::string &config_name, const Lan
                      const Placement *placement = nullptr);
 void print_plan_dot(std::ostream &os, const std::string &config_name, const LaneGraph &lg,
                     const Placement *placement = nullptr);
-// {"config", "host", "nodes": [...], "lanes": [...], "segments": [{"lane",
+// What a lane with Lane::rings_folded says of its Rings (plan and run summary).
+inline constexpr const char *kRingsFolded =
+    "Rings in the lane's thread: its input waits for room (a trace, unpaced TrafficGen), so they have no burst "
+    "to absorb, and the plan had one cpu for all of its segments";
+
+// {"config", "host", "nodes": [...], "lanes": [{..., "rings_folded"}], "segments": [{"lane",
 // "segment", "role", "elements", "node", "cpu", "shares_cpu", "feeds",
 // "reason"}], "housekeeping_cpu", "acquisition", "notes"}; a shared segment's
 // lane is null.

@@ -21,6 +21,9 @@
 # thread that receives and meters its packets, as nProbe Cento's and
 # FastClick's do, so N lanes need N cores (the shared exporter's thread
 # besides). On a 2-core machine only `rtc` gives each of 2 lanes a core.
+# TrafficGen unpaced is offline input: where the plan gives a lane's two
+# segments one cpu, the lane runs its Ring in its thread (docs/placement.md),
+# and `ring` is then `rtc` with a Ring element passing batches on.
 #
 # Flows arrive at FLOWS/1.5 per second of trace time and leave 1 s after
 # their last packet or on FIN/RST, so the tables hold about FLOWS at once;

@@ -28,7 +28,9 @@
 #                  thread does everything, as softflowd does), --no-jit; what
 #                  sluice-jit and sluice-interp ran before 2026-11-29
 #   sluice-2lanes  the default probe as shipped, 2 lanes with rings, --jit
-#                  (each lane two threads: its reading, its metering)
+#                  (each lane two threads, its reading and its metering,
+#                  where the machine has a cpu for each; else, a trace being
+#                  offline input, each lane runs its Ring in its one thread)
 #   sluice-2rtc    2 lanes without the rings, --jit: each lane one thread
 #                  that meters its share (each lane walks the whole file and
 #                  keeps the packets software RSS gives it)

@@ -118,21 +118,29 @@ TEST_CASE("the JIT module is loaded by runs that use the JIT only, and its absen
 }
 
 TEST_CASE("sluice plan prints lanes and segments as text and dot", "[cli]") {
-  Run t = run_sluice("plan configs/flowprobe.pipe");
+  // On the 4-socket server's profile each lane has a core for its acquisition
+  // and its sibling for its processing: the Ring splits the lane.
+  Run t = run_sluice("plan configs/flowprobe.pipe --host configs/server-4s.yaml");
   INFO(t.out);
   REQUIRE(t.status == 0);
   CHECK(t.out.find("Meter@1/ft") != std::string::npos);
   CHECK(t.out.find("lane 1: src queue 1") != std::string::npos);
-  CHECK(t.out.find("segment 0 (acquisition): src#0, Timestamp@1#0, Ring@1#0") != std::string::npos);
+  CHECK(t.out.find("segment 0 (acquisition): src#0, Timestamp@1#0, Ring@1#0\n") != std::string::npos);
   CHECK(t.out.find("feeds segment 1 (through Ring@1#0)") != std::string::npos);
   CHECK(t.out.find("merge into exp") != std::string::npos);
   CHECK(t.out.find("capacity 1M") != std::string::npos);
-  // placed on the default (laptop) profile: a node per lane, a cpu and a reason per segment
-  CHECK(t.out.find("    node 0: device pcap:examples/traces/demo.pcap is not a NIC (no NUMA node)") != std::string::npos);
-  CHECK(std::regex_search(t.out, std::regex("Ring@1#0\n      cpu [0-9]+ \\(node 0\\): dedicated (cpu|core) on node 0")));
-  CHECK(t.out.find("placement on host laptop: ") != std::string::npos);
-  CHECK(t.out.find("note: acquisition: busy polling") != std::string::npos);
-  Run d = run_sluice("plan configs/flowprobe.pipe --format dot");
+  CHECK(std::regex_search(t.out, std::regex("Ring@1#0\n      cpu [0-9]+ \\(node 1\\): dedicated core on node 1")));
+  CHECK(t.out.find("Rings in the lane's thread") == std::string::npos);
+  // Placed on the default (laptop) profile, this machine: a node per lane, a
+  // cpu and a reason per segment.
+  Run l = run_sluice("plan configs/flowprobe.pipe");
+  INFO(l.out);
+  REQUIRE(l.status == 0);
+  CHECK(l.out.find("    node 0: device pcap:examples/traces/demo.pcap is not a NIC (no NUMA node)") != std::string::npos);
+  CHECK(std::regex_search(l.out, std::regex("segment 0 \\(acquisition\\): src#0, Timestamp@1#0, Ring@1#0.*\n      cpu [0-9]+ \\(node 0\\): dedicated (cpu|core) on node 0")));
+  CHECK(l.out.find("placement on host laptop: ") != std::string::npos);
+  CHECK(l.out.find("note: acquisition: busy polling") != std::string::npos);
+  Run d = run_sluice("plan configs/flowprobe.pipe --host configs/server-4s.yaml --format dot");
   REQUIRE(d.status == 0);
   CHECK(d.out.rfind("digraph sluice {", 0) == 0);
   CHECK(d.out.find("subgraph cluster_segment_4") != std::string::npos);

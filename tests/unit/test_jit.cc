@@ -117,7 +117,9 @@ TEST_CASE("jit: the default probe's fused loops call no element's push, one loop
   test::Run gen = test::run_sluice("run -q " + test::write_file(dir + "/make.pipe", "TrafficGen(flows 100, duration 1s) -> "
                                                                                      "PcapSink(\"" + dir + "/t.pcap\");\n"));
   REQUIRE(gen.status == 0);
-  test::Run r = test::run_sluice("plan configs/flowprobe.pipe --emit-ir -D DEVICE=pcap:" + dir + "/t.pcap");
+  // A live device (`null`: DPDK's net_null) keeps each lane's Ring between
+  // two segments on any machine, its own cpu for each or not.
+  test::Run r = test::run_sluice("plan configs/flowprobe.pipe --emit-ir -D DEVICE=null");
   INFO(r.out.substr(0, 4000));
   REQUIRE(r.status == 0);
   std::vector<std::string> mods = split_modules(r.out);
@@ -135,6 +137,24 @@ TEST_CASE("jit: the default probe's fused loops call no element's push, one loop
   CHECK(std::regex_search(mods[1], std::regex(R"(i16 -8826)")));  // 0x86dd
   CHECK(mods[1].find("PcapFilter7matches") == std::string::npos);
   CHECK(mods[1].find("bpf_filter") == std::string::npos);
+
+  // On two cpus each lane's segments would share one: the trace's lanes run
+  // their Rings in their thread, one loop a lane that reads, meters and
+  // passes through the Ring without a call.
+  std::string two_cpus = test::write_file(dir + "/two.yaml", "name: two\n"
+                                                             "topology: {nodes: 1, cores_per_node: 2, threads_per_core: 1}\n"
+                                                             "cpus: {oversubscribe: true}\n");
+  test::Run f = test::run_sluice("plan configs/flowprobe.pipe --host " + two_cpus + " --emit-ir -D DEVICE=pcap:" + dir +
+                                 "/t.pcap");
+  INFO(f.out.substr(0, 4000));
+  REQUIRE(f.status == 0);
+  std::vector<std::string> folded = split_modules(f.out);
+  REQUIRE(folded.size() == 4);  // 2 lanes x 1 + 2 shared exporters
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(element_calls(folded[i]).empty());
+    CHECK(std::regex_search(folded[i], std::regex(R"(define internal [^\n]*FlowCache13account_batch\w*\.at\()")));
+    CHECK(folded[i].find("Channel") == std::string::npos);  // no hand-over inside the lane
+  }
 }
 
 TEST_CASE("jit: a Filter's port and a Sample's rate are immediates of the fused loop", "[jit]") {

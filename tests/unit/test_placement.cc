@@ -6,11 +6,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "engine/placement/host_profile.hh"
 #include "engine/placement/placement.hh"
@@ -522,7 +524,14 @@ TEST_CASE("sluice plan --format json: every segment with lane, elements, node, c
   CHECK(plan["host"].string == "laptop");
   CHECK(plan["this_machine"].boolean);
   const Json &segments = plan["segments"];
-  REQUIRE(segments.items.size() == 6);
+  // A machine with a cpu for each of the 6 segments keeps the Rings; one
+  // with fewer (as 2-cpu CI runners) runs each lane's Ring in its thread:
+  // 4 segments.
+  REQUIRE(plan["lanes"].items.size() == 2);
+  const bool folded = plan["lanes"].items[0]["rings_folded"].boolean;
+  CHECK(plan["lanes"].items[1]["rings_folded"].boolean == folded);
+  const size_t exp_segment = folded ? 2 : 4;
+  REQUIRE(segments.items.size() == exp_segment + 2);
   std::set<int> usable;
   for (const Json &n : plan["nodes"].items)
     for (const Json &c : n["usable"].items) usable.insert(c.integer());
@@ -535,10 +544,9 @@ TEST_CASE("sluice plan --format json: every segment with lane, elements, node, c
   CHECK(segments.items[0]["role"].string == "acquisition");
   CHECK(segments.items[0]["lane"].integer() == 0);
   CHECK(segments.items[0]["elements"].items[0].string == "src#0");
-  CHECK(segments.items[4]["lane"].type == Json::Type::Null);
-  CHECK(segments.items[4]["elements"].items[0].string == "exp");
-  CHECK(segments.items[4]["cpu"].integer() == plan["housekeeping_cpu"].integer());
-  REQUIRE(plan["lanes"].items.size() == 2);
+  CHECK(segments.items[exp_segment]["lane"].type == Json::Type::Null);
+  CHECK(segments.items[exp_segment]["elements"].items[0].string == "exp");
+  CHECK(segments.items[exp_segment]["cpu"].integer() == plan["housekeeping_cpu"].integer());
   CHECK(plan["lanes"].items[1]["source"].string == "src");
 
   // a described machine: the NIC's node
@@ -552,6 +560,8 @@ TEST_CASE("sluice plan --format json: every segment with lane, elements, node, c
     CHECK(s["cpu"].integer() != 0);
     CHECK(s["cpu"].integer() != 80);
   }
+  REQUIRE(server["lanes"].items.size() == 4);
+  for (const Json &l : server["lanes"].items) CHECK_FALSE(l["rings_folded"].boolean);  // a NIC: live
 }
 
 TEST_CASE("sluice plan: text shows node, cpu and reason, impossible plans are errors", "[placement][cli]") {
@@ -608,7 +618,9 @@ TEST_CASE("sluice run: every segment thread runs on the cpu the plan gives it", 
   Json stats = parse_json(read_file(dir + "/stats.json"));
   const Json &ran = stats["segments"];
   REQUIRE(ran.items.size() == plan["segments"].items.size());
-  REQUIRE(ran.items.size() == 5);
+  // 2 lanes of 2 segments and the log's; on fewer cpus than that (a 2-cpu
+  // runner) each lane's Ring runs in its thread: 2 lanes of 1 and the log's.
+  REQUIRE(ran.items.size() == (plan["lanes"].items[0]["rings_folded"].boolean ? 3u : 5u));
   for (size_t i = 0; i < ran.items.size(); ++i) {
     const Json &planned = plan["segments"].items[i], &actual = ran.items[i];
     INFO("segment " << i << ": " << planned["reason"].string << "; note: " << actual["note"].string);
@@ -672,6 +684,78 @@ TEST_CASE("sluice run: periodic acquisition gets SCHED_DEADLINE, or the run says
     if (CPU_COUNT(&set) > 1)
       CHECK(one.out.find("periodic acquisition refused by the kernel") != std::string::npos);
   }
+}
+
+// A lane fed by a trace or unpaced TrafficGen waits for room: its Ring has no
+// burst to absorb. Where the plan gives all of the lane's segments one cpu,
+// the lane runs as one segment, the Ring passing batches on in its thread;
+// a live source, or a cpu for each segment, keeps the Ring between threads.
+TEST_CASE("placement: an offline lane whose segments would share a cpu runs its Ring in its thread", "[placement][cli]") {
+  std::string dir = scratch("placement", "fold_rings");
+  std::string two = write_file(dir + "/two.yaml", "name: two\ntopology: {nodes: 1, cores_per_node: 2, threads_per_core: 1}\n"
+                                                  "cpus: {oversubscribe: true}\n");
+  std::string eight = write_file(dir + "/eight.yaml", "name: eight\ntopology: {nodes: 1, cores_per_node: 8, threads_per_core: 1}\n");
+  auto graph = [&](const std::string &name, const std::string &source) {
+    return write_file(dir + "/" + name + ".pipe", "src :: " + source + ";\nlog :: shared FlowLog(\"/dev/null\");\n"
+                      "src -> Timestamp -> Ring(capacity 1K) -> ft :: FlowTable(capacity 1K) -> GCSlicer(table ft) -> log;\n");
+  };
+  // lanes folded, segments of the plan
+  auto planned = [&](const std::string &pipe, const std::string &host) {
+    Run r = run_sluice("plan " + pipe + " --host " + host + " --format json");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    Json plan = parse_json(r.out);
+    unsigned folded = 0;
+    for (const Json &l : plan["lanes"].items) folded += l["rings_folded"].boolean ? 1 : 0;
+    return std::pair<unsigned, size_t>{folded, plan["segments"].items.size()};
+  };
+  std::string trace = graph("trace", "RSSSource(device \"pcap:examples/traces/demo.pcap\", queues 2)");
+  CHECK(planned(trace, two) == std::pair<unsigned, size_t>{2, 3});    // 2 lanes of 1 segment, the log
+  CHECK(planned(trace, eight) == std::pair<unsigned, size_t>{0, 5});  // a cpu for each segment
+  CHECK(planned(graph("null", "RSSSource(device \"null\", queues 2)"), two) == std::pair<unsigned, size_t>{0, 5});
+  CHECK(planned(graph("gen", "TrafficGen(queues 2)"), two) == std::pair<unsigned, size_t>{2, 3});
+  CHECK(planned(graph("paced", "TrafficGen(queues 2, rate 1Mpps)"), two) == std::pair<unsigned, size_t>{0, 5});
+  CHECK(planned(graph("lossless", "TrafficGen(queues 2, rate 1Mpps, lossless true)"), two) ==
+        std::pair<unsigned, size_t>{2, 3});
+  Run text = run_sluice("plan " + trace + " --host " + two);
+  INFO(text.out);
+  CHECK(text.out.find("    Rings in the lane's thread: its input waits for room") != std::string::npos);
+  CHECK(text.out.find("segment 0 (acquisition): src#0, Timestamp@1#0, Ring@1#0, ft#0, GCSlicer@1#0\n") !=
+        std::string::npos);
+}
+
+// The folded lanes meter what the same lanes without a Ring meter: every
+// flow record alike.
+TEST_CASE("sluice run: a trace's lanes with their Rings in their threads give the records of lanes without Rings",
+          "[placement][run]") {
+  std::string dir = scratch("placement", "fold_run");
+  std::string two = write_file(dir + "/two.yaml", "name: two\ntopology: {nodes: 1, cores_per_node: 2, threads_per_core: 1}\n"
+                                                  "cpus: {oversubscribe: true}\n");
+  Run gen = run_sluice("run -q " + write_file(dir + "/make.pipe", "TrafficGen(flows 3K, duration 2s, seed 9) -> PcapSink(\"" +
+                                                                       dir + "/t.pcap\");\n"));
+  REQUIRE(gen.status == 0);
+  auto probe = [&](const std::string &name, const std::string &ring) {
+    std::string pipe = write_file(dir + "/" + name + ".pipe",
+                                  "src :: RSSSource(device \"pcap:" + dir + "/t.pcap\", queues 2);\n"
+                                  "log :: shared FlowLog(\"" + dir + "/" + name + ".csv\");\n"
+                                  "src -> Timestamp" + ring + " -> Filter(\"ip or ip6\") -> ft :: FlowTable(capacity 16K) -> "
+                                  "GCSlicer(table ft) -> log;\n");
+    Run r = run_sluice("run --no-jit " + pipe + " --host " + two);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("every packet accounted for") != std::string::npos);
+    std::vector<std::string> lines;
+    std::istringstream in(read_file(dir + "/" + name + ".csv"));
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    std::sort(lines.begin(), lines.end());
+    return std::pair<std::string, std::vector<std::string>>{r.out, lines};
+  };
+  auto [with_out, with_ring] = probe("ring", " -> Ring(capacity 4K)");
+  auto [without_out, without_ring] = probe("plain", "");
+  CHECK(with_out.find("ring: none, batches passed on in the lane's thread") != std::string::npos);
+  CHECK(with_out.find("(2 lanes, 3 segments,") != std::string::npos);
+  REQUIRE(with_ring.size() > 1000);
+  CHECK(with_ring == without_ring);
 }
 
 TEST_CASE("sluice run refuses a plan made for another machine", "[placement][run]") {

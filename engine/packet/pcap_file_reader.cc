@@ -91,12 +91,22 @@ PcapFileReader::PcapFileReader(const std::string &file, size_t chunk, std::optio
     walking_ = true;
     cap_ = chunk_ + kRecordHeader + format_.snapshot;
     read_offset_ = kFileHeader;
+    if (map && ahead) {  // the file's pages brought in by the thread of its mapping, shared with other walkers
+      shared_map_ = TraceMapping::open(fd_.fd, std::move(ahead->on_thread));
+      if (shared_map_ && shared_map_->file().size() > kFileHeader) walker_ = shared_map_->join(kFileHeader);
+      if (walker_ >= 0) {
+        map_ = &shared_map_->file();
+        pos_ = kFileHeader;
+        return;
+      }
+      shared_map_.reset();
+    }
     if (map) {
       auto mapped = std::make_unique<MappedFile>(fd_.fd);
       if (mapped->size() > kFileHeader) {
-        map_ = std::move(mapped);
-        pos_ = kFileHeader, map_walked_ = pos_;
-        if (ahead) reader_ = std::thread(&PcapFileReader::bring_in_ahead, this, std::move(ahead->on_thread));
+        own_map_ = std::move(mapped);
+        map_ = own_map_.get();
+        pos_ = kFileHeader;
         return;
       }
     }
@@ -188,10 +198,7 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
   // 4 MiB further: the page thread may go on (it keeps 8 MiB ahead). A
   // wake-up every MiB cost the walk ~10 us each on a VM (1.3% of a trace's
   // run, in futex_wake).
-  if ((map_record_start_ ^ pos_) >> 22) {
-    map_walked_.store(pos_, std::memory_order_release);
-    map_walked_.notify_one();
-  }
+  if (walker_ >= 0 && (map_record_start_ ^ pos_) >> 22) shared_map_->walked(walker_, pos_);
   ++records_;
   return true;
 }
@@ -200,37 +207,13 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
 void PcapFileReader::leave_map() {
   stop_reading_ahead();
   read_offset_ = pos_;
-  map_.reset();
+  map_ = nullptr;
+  own_map_.reset();
+  shared_map_.reset();
   map_record_end_ = 0;
   slots_.resize(1);
   slots_.front().bytes = std::make_unique_for_overwrite<uint8_t[]>(cap_);
   slot_ = nullptr, pos_ = 0;
-}
-
-// The thread of a mapped walk: keeps the pages of the next few MiB brought
-// in (the walk takes no page faults, and the disk is read ahead where the
-// file is not in the page cache) and lets go of those a few MiB behind.
-void PcapFileReader::bring_in_ahead(std::function<void()> on_thread) {
-  pthread_setname_np(pthread_self(), "sl-pcap-read");
-  if (on_thread) on_thread();
-  constexpr size_t kStep = size_t(1) << 20, kAhead = size_t(8) << 20, kBehind = size_t(2) << 20;
-  size_t brought = 0, let_go = 0;
-  bool more = true;
-  for (;;) {
-    size_t walked = map_walked_.load(std::memory_order_acquire);
-    if (walked == kStopped) return;
-    if (walked > let_go + kBehind + kStep) {
-      map_->let_go(let_go, walked - kBehind);
-      let_go = walked - kBehind;
-    }
-    if (more && brought < walked + kAhead && brought < map_->size()) {
-      size_t from = std::max(brought, walked);
-      brought = std::min(map_->size(), from + kStep);
-      more = map_->bring_in(from, brought);  // false: the file shrank; the walk finds out
-      continue;
-    }
-    map_walked_.wait(walked, std::memory_order_acquire);
-  }
 }
 
 // Reads a chunk from read_offset_ (more, until one record is whole) and
@@ -319,14 +302,16 @@ void PcapFileReader::read_ahead(std::function<void()> on_thread) {
 }
 
 void PcapFileReader::stop_reading_ahead() {
+  if (walker_ >= 0) {  // the mapping's thread lets go of what this reader held back
+    shared_map_->leave(walker_);
+    walker_ = -1;
+  }
   if (!reader_.joinable()) return;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   changed_.notify_all();
-  map_walked_.store(kStopped, std::memory_order_release);
-  map_walked_.notify_all();
   reader_.join();
 }
 

@@ -33,6 +33,7 @@
 
 #include "engine/packet/mapped_file.hh"
 #include "engine/packet/pcap_record.hh"
+#include "engine/packet/trace_mapping.hh"
 
 struct pcap;  // libpcap's pcap_t
 
@@ -97,7 +98,7 @@ class PcapFileReader {
   // Whether the records so far were walked here, not read by libpcap.
   bool walked() const { return !pcap_; }
   // Whether a thread reads the file ahead (now).
-  bool reading_ahead() const { return reader_.joinable(); }
+  bool reading_ahead() const { return reader_.joinable() || walker_ >= 0; }
 
  private:
   // Some of the file, read: whole records in bytes [0, records_end), and
@@ -119,7 +120,6 @@ class PcapFileReader {
   void to_libpcap();   // libpcap reads on from record number records_
   bool next_mapped(PcapRecord &out);  // false: read() takes the walk on from pos_ (leave_map)
   void leave_map();
-  void bring_in_ahead(std::function<void()> on_thread);  // the thread of a mapped walk
 
   struct Descriptor {  // closed with the reader, also when its constructor throws
     int fd = -1;
@@ -145,14 +145,16 @@ class PcapFileReader {
   std::condition_variable changed_;
   std::deque<Slot *> filled_, free_;
   bool stop_ = false;
-  // The mapped walk: the next record at pos_ in map_. The last record given
-  // started at map_record_start_; map_walked_ is pos_ as the thread that
-  // brings pages in sees it (kStopped: it is to end).
-  std::unique_ptr<MappedFile> map_;
+  // The mapped walk: the next record at pos_ in map_, which is own_map_, or
+  // shared_map_'s file (with a thread bringing pages in, shared with the
+  // readers walking the same file) where this reader is its walker_. The
+  // last record given started at map_record_start_.
+  MappedFile *map_ = nullptr;
+  std::unique_ptr<MappedFile> own_map_;
+  std::shared_ptr<TraceMapping> shared_map_;
+  int walker_ = -1;
   size_t map_record_start_ = 0, map_record_end_ = 0;
   size_t map_prefetched_ = 0;  // the mapping's bytes below this were prefetched
-  std::atomic<size_t> map_walked_{0};
-  static constexpr size_t kStopped = ~size_t(0);
   std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)
   ::pcap *pcap_ = nullptr;
 };

@@ -429,6 +429,68 @@ TEST_CASE("pcap file reader: a mapped trace that grows while it is walked gives 
   CHECK(got == want);
 }
 
+namespace {
+// Threads of this process named `name` now.
+int threads_named(const std::string &name) {
+  int n = 0;
+  for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string got;
+    if (std::getline(comm, got) && got == name) ++n;
+  }
+  return n;
+}
+// threads_named(name) once it is `want` (a thread names itself as it
+// starts, and is gone a little after it was told to end), or after 2 s.
+int threads_named_soon(const std::string &name, int want) {
+  int n = threads_named(name);
+  for (int i = 0; i < 2000 && n != want; ++i, n = threads_named(name)) usleep(1000);
+  return n;
+}
+}  // namespace
+
+// The lanes of a trace each walk it whole: readers of one file at the same
+// time share its mapping and the one thread that brings its pages in ahead
+// of the furthest and lets go of them behind the slowest; each reads every
+// record. Another file gets a mapping of its own.
+TEST_CASE("pcap file reader: readers of one file at once share its mapping and the thread that keeps its pages brought in ahead", "[pcap]") {
+  std::string dir = test::scratch("pcap-reader", "shared-mapping");
+  std::vector<RawRecord> records = many_records(40000);  // ~30 MB: several windows of the thread
+  std::string path = write_raw(dir + "/f.pcap", 0xa1b2c3d4u, 2, 4, 65535, records, false);
+  std::vector<Seen> want = by_libpcap(path);
+  const int before = threads_named("sl-pcap-read");
+  std::atomic<int> setups{0};
+  auto open = [&] {
+    return std::make_unique<PcapFileReader>(path, PcapFileReader::kChunk,
+                                            PcapFileReader::ReadAhead{2, [&] { ++setups; }}, true);
+  };
+  {
+    auto a = open(), b = open();
+    CHECK(a->reading_ahead());
+    CHECK(b->reading_ahead());
+    CHECK(threads_named_soon("sl-pcap-read", before + 1) == before + 1);
+    {
+      std::vector<RawRecord> other = many_records(100);
+      std::string changed = write_raw(dir + "/g.pcap", 0xa1b2c3d4u, 2, 4, 65535, other, false);
+      PcapFileReader c(changed, PcapFileReader::kChunk, PcapFileReader::ReadAhead{2, nullptr}, true);
+      CHECK(threads_named_soon("sl-pcap-read", before + 2) == before + 2);  // another file: its own
+    }
+    // b starts behind and stays behind: a runs 3 records for each of b's.
+    std::vector<Seen> got_a, got_b;
+    PcapRecord r;
+    bool more_a = true, more_b = true;
+    while (more_a || more_b) {
+      for (int k = 0; k < 3 && more_a; ++k)
+        if ((more_a = a->next(r))) got_a.push_back(seen(r));
+      if (more_b && (more_b = b->next(r))) got_b.push_back(seen(r));
+    }
+    CHECK(got_a == want);
+    CHECK(got_b == want);
+  }
+  CHECK(setups == 1);  // the thread's setup ran once, for both
+  CHECK(threads_named_soon("sl-pcap-read", before) == before);  // gone with the last reader
+}
+
 // Pages brought in ahead, and let go behind, over a file of several times
 // the window; more readers at once than the SIGBUS guard has room for (those
 // read() the file).

@@ -61,6 +61,9 @@ std::shared_ptr<CompiledPipe> compile_pipe_text(const std::string &name, const s
   return p;
 }
 
+namespace {
+
+// The lanes place_pipe folds: an offline source, every segment on one cpu.
 std::set<int> lanes_to_fold(const LaneGraph &lanes, const Placement &placement) {
   std::set<int> fold;
   for (const Lane &lane : lanes.lanes) {
@@ -76,6 +79,8 @@ std::set<int> lanes_to_fold(const LaneGraph &lanes, const Placement &placement) 
   }
   return fold;
 }
+
+}  // namespace
 
 bool place_pipe(CompiledPipe &pipe, const std::string &host, std::string *error) {
   std::string host_file = host.empty() ? default_host_profile_path() : host;

@@ -5,7 +5,6 @@
 // here, so they all see the same graph and the same diagnostics.
 #pragma once
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,8 +65,5 @@ std::shared_ptr<CompiledPipe> compile_pipe_text(const std::string &name, const s
 // thread (Lane::rings_folded): two threads taking turns on a cpu, with a
 // hand-over between them, were only slower.
 bool place_pipe(CompiledPipe &pipe, const std::string &host, std::string *error);
-
-// The lanes place_pipe folds so: offline source, every segment on one cpu.
-std::set<int> lanes_to_fold(const LaneGraph &lanes, const Placement &placement);
 
 }  // namespace sluice

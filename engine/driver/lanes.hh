@@ -14,7 +14,7 @@ namespace sluice {
 // that is not shared, $queue outside a lane, ...) go to `diags`; returns false
 // when there were errors. The lanes of `fold_rings` keep their Rings inside
 // one segment: each passes its batches on in the lane's thread
-// (fold_offline_rings in compile_pipe.hh says when).
+// (place_pipe in compile_pipe.hh says when).
 bool build_lanes(const ElementGraph &g, Diagnostics &diags, LaneGraph &out, const std::set<int> &fold_rings = {});
 
 }  // namespace sluice

@@ -18,7 +18,6 @@
 // file's snapshot length or above len) goes to libpcap from that record on,
 // so the records are always libpcap's.
 #pragma once
-#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -73,7 +72,9 @@ class PcapFileReader {
   // `map`, a classic pcap file that is a regular file is mapped and walked
   // in place (to the size it had when opened; what is added later, and any
   // file that cannot be mapped, is read as below); the thread `ahead` asks
-  // for brings its pages in before they are walked (ReadAhead::slots unused).
+  // for brings its pages in before they are walked, one mapping and one
+  // thread for all the readers walking the file at once (TraceMapping;
+  // ReadAhead::slots unused).
   // Otherwise the file is read `chunk` bytes at a time, on the caller's
   // thread, or ahead of it on a thread of the reader's own when `ahead` is
   // given (a classic pcap file's walk only: libpcap's reading stays on the

@@ -31,10 +31,9 @@ std::shared_ptr<TraceMapping> TraceMapping::open(int fd, std::function<void()> o
   FileKey key{st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
   std::lock_guard lock(registry_mutex);
   auto &reg = registry();
-  if (auto it = reg.find(key); it != reg.end()) {
+  if (auto it = reg.find(key); it != reg.end())
     if (std::shared_ptr<TraceMapping> m = it->second.lock()) return m;
-    reg.erase(it);
-  }
+  std::erase_if(reg, [](const auto &entry) { return entry.second.expired(); });  // files no reader walks now
   int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return nullptr;
   auto file = std::make_unique<MappedFile>(own);

@@ -15,7 +15,7 @@ void print_plan_text(std::ostream &os, const std::string &config_name, const Lan
                      const Placement *placement = nullptr);
 void print_plan_dot(std::ostream &os, const std::string &config_name, const LaneGraph &lg,
                     const Placement *placement = nullptr);
-// What a lane with Lane::rings_folded says of its Rings (plan and run summary).
+// What `sluice plan` says of the Rings of a lane with Lane::rings_folded.
 inline constexpr const char *kRingsFolded =
     "Rings in the lane's thread: its input waits for room (a trace, unpaced TrafficGen), so they have no burst "
     "to absorb, and the plan had one cpu for all of its segments";

@@ -74,8 +74,8 @@ class EthDevice {
     uint32_t share_hash;
   };
   // Trivial, so that a burst's array of them costs nothing until written
-  // (each writer sets every field); with
-  // member initializers, each poll zeroed kMaxBurst of them.
+  // (each writer sets every field); with member initializers, each poll
+  // zeroed kMaxBurst of them.
   static_assert(std::is_trivially_default_constructible_v<RxInfo>);
   // Receives up to n packets from queue q, with their RxInfo. For pcap files,
   // the files are read one after the other, as far as the pool has buffers

@@ -185,38 +185,34 @@ TEST_CASE("channel: flow records arrive whole and in order across the ring's wra
   };
   uint64_t sent = 0, got = 0;
   unsigned bad = 0;
-  for (int round = 0; round < 50; ++round) {
+  auto send_37 = [&] {  // the next 37 records; how many the ring took
     FlowBatch b;
     b.count = 37;
     for (unsigned i = 0; i < b.count; ++i) b.recs[i] = record(sent + i);
-    REQUIRE(ch.send(b, abort) == 37);
     sent += 37;
+    return ch.send(b, abort);
+  };
+  auto receive = [&](unsigned max) {  // up to max records, each checked against the next one expected
     FlowBatch out;
-    unsigned n = ch.receive(out, 37);
-    REQUIRE(n == 37);
+    unsigned n = ch.receive(out, max);
     for (unsigned i = 0; i < n; ++i, ++got) {
       FlowRecord want = record(got);
       if (std::memcmp(&out.recs[i], &want, sizeof want) != 0) ++bad;
     }
+    return n;
+  };
+  for (int round = 0; round < 50; ++round) {
+    REQUIRE(send_37() == 37);
+    REQUIRE(receive(37) == 37);
   }
   CHECK(got == sent);
   CHECK(bad == 0);
   // Full: 100 slots take 100 of 3 x 37, the other 11 are counted.
-  for (int k = 0; k < 3; ++k) {
-    FlowBatch b;
-    b.count = 37;
-    for (unsigned i = 0; i < b.count; ++i) b.recs[i] = record(sent + i);
-    ch.send(b, abort);
-    sent += 37;
-  }
+  for (int k = 0; k < 3; ++k) send_37();
   CHECK(ch.occupancy() == 100);
   CHECK(f.ring_full() == 11);
-  FlowBatch out;
-  while (unsigned n = ch.receive(out, 64))
-    for (unsigned i = 0; i < n; ++i, ++got) {
-      FlowRecord want = record(got);
-      if (std::memcmp(&out.recs[i], &want, sizeof want) != 0) ++bad;
-    }
+  while (receive(64)) {
+  }
   CHECK(got == sent - 11);
   CHECK(bad == 0);
 }

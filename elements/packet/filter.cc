@@ -4,7 +4,6 @@
 
 #include "engine/packet/pcap_filter.hh"
 #include "engine/runtime/element_runtime.hh"
-#include "engine/runtime/log.hh"
 #include "engine/runtime/run_context.hh"
 
 using namespace sluice;
@@ -37,8 +36,9 @@ class FilterRuntime final : public PacketStage<FilterRuntime, 2> {
   }
 
   void report(std::vector<std::string> &lines) const override {
-    lines.push_back(filter_ && filter_->is_native() ? "filter: native code (LLVM ORC)"
-                                                    : "filter: libpcap's interpreter (" + native_error_ + ")");
+    lines.push_back(ctx_.options.jit ? "filter: part of its segment's fused loop once compiled (placement, below), "
+                                       "libpcap's interpreter until then"
+                                     : "filter: libpcap's interpreter (--no-jit)");
   }
 
   // The fused loop runs the program as IR of its own, in place of matches().
@@ -62,17 +62,13 @@ class FilterRuntime final : public PacketStage<FilterRuntime, 2> {
   }
 
  private:
-  // libpcap compiles the expression, LLVM the program to native code (the
-  // same answers, tested); should LLVM fail, or with --no-jit, libpcap's
-  // interpreter runs it. A fused loop has the program as IR of its own.
+  // libpcap compiles the expression and interprets its program; a fused
+  // loop has the program as IR of its own (passes/inline_filter_programs).
+  // Not compiled natively here: that loaded LLVM at the start of every
+  // --jit run, one that ends before it compiles anything included.
   std::optional<PcapFilter> compile(const std::string &expr, std::string *error) {
-    auto f = PcapFilter::compile(expr, link(), error);
-    if (!ctx_.options.jit) native_error_ = "--no-jit";
-    else if (f && !f->compile_native(&native_error_))
-      log::warning("'" + name() + "' interprets its filter: " + native_error_);
-    return f;
+    return PcapFilter::compile(expr, link(), error);
   }
-  std::string native_error_;
 
   // The lane's link type: fixed once its source is open.
   LinkType link() const {

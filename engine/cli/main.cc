@@ -289,9 +289,12 @@ int run_config(const ConfigArgs &args, const std::string &host, const std::strin
   struct sigaction hup {};  // from the start: SIGHUP must never end the probe
   hup.sa_handler = on_hangup;
   sigaction(SIGHUP, &hup, nullptr);
-  // The JIT's one-time set-up goes on beside DPDK's (EAL, pools, devices).
+  // The JIT's one-time set-up goes on beside DPDK's (EAL, pools, devices)
+  // where the run is to compile before it starts (--jit-wait) or its
+  // settings load the JIT at once (--jit-cpu); else the first compilation
+  // loads it, and a run that compiles nothing never does (segment_jit.hh).
   std::thread jit_warm_up;
-  if (jit.enabled) jit_warm_up = std::thread(warm_up_jit, jit.wait);
+  if (jit.enabled && (jit.wait || !jit.cpu.empty())) jit_warm_up = std::thread(warm_up_jit, jit.wait);
   Runtime rt(pipe, opts);
   bool ready = rt.setup(&err);
   if (jit_warm_up.joinable()) jit_warm_up.join();

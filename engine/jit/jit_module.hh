@@ -1,14 +1,15 @@
 // The JIT as a module of its own (sluice-jit.so), loaded when a run first
-// needs it, not with the executable.
+// compiles, not with the executable.
 //
 // Why: the JIT links LLVM (libLLVM, 130 MB mapped, 376K relocations), and a
 // process that links it pays for loading and relocating it before main():
 // 15 of the 25 ms every `sluice` command took to start, --no-jit runs,
 // `sluice check` and `sluice ctl` included. The executable instead carries
 // a loader (jit_loader.cc) that defines the segment_jit.hh functions it
-// calls and BpfJit::compile by forwarding to the module, which it opens on first use
-// (a --jit run: on the thread that warms the JIT up while DPDK starts). The
-// tests and the fuzzers link the JIT in (sluice_fusion, sluice_bpf_jit).
+// calls by forwarding to the module, which it opens on first use (a --jit
+// run: at its first compilation, in the background; --jit-wait: on the
+// thread that warms the JIT up while DPDK starts). The tests and the
+// fuzzers link the JIT in (sluice_fusion, sluice_bpf_jit).
 //
 // The module resolves the runtime's symbols against the executable
 // (ENABLE_EXPORTS) and binds its own functions to itself (-Bsymbolic-
@@ -21,7 +22,6 @@
 #include <vector>
 
 #include "engine/jit/segment_jit.hh"
-#include "engine/packet/bpf_jit.hh"
 
 namespace sluice {
 
@@ -32,7 +32,6 @@ struct JitModuleApi {
   size_t api_size;      // sizeof(JitModuleApi)
   std::unique_ptr<ProgramCompiler> (*make_segment_jit)(const JitSettings &settings, std::string *error);
   void (*warm_up_jit)(bool bitcode);
-  std::unique_ptr<BpfJit> (*compile_bpf)(const bpf_insn *insns, size_t count, std::string *error);
 };
 
 // The module's one exported entry point: extern "C" const JitModuleApi *sluice_jit_module().

@@ -39,16 +39,19 @@ struct JitSettings {
 };
 
 // Nullptr, with *error, when LLVM has no target for this machine, the
-// CPU name is unknown or print_after names no pass.
+// CPU name is unknown or print_after names no pass. In the executable
+// (engine/jit/module/jit_loader.cc), with the default settings, the JIT
+// module is only looked for here (its absence is the error) and loaded by
+// the first compile(): a run that compiles nothing never loads LLVM.
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error);
 
 // What every compilation needs first, done once per process: LLVM's target
 // set up and, with `bitcode`, the embedded bitcode indexed (30 ms, the
-// first compilation's otherwise). A run calls it on a thread of its own
-// while DPDK starts: with `bitcode` when its loops are compiled before it
-// starts (--jit-wait); a run that may not compile them (--jit, a short
-// input) leaves the index to the first compilation, off the start (the
-// index beside DPDK's start made it 18 ms longer). Thread-safe.
+// first compilation's otherwise). A run whose loops are compiled before it
+// starts (--jit-wait) calls it with `bitcode` on a thread of its own while
+// DPDK starts; a run that may not compile them (--jit, a short input)
+// leaves it all to the first compilation, off the start (loading LLVM and
+// its exit made a short --jit run 20 ms longer than --no-jit). Thread-safe.
 void warm_up_jit(bool bitcode);
 
 // x86-64-v3 where the host has its features (measured faster here than

@@ -1,8 +1,10 @@
 // Classic BPF, the program libpcap compiles a filter expression to, turned
 // into LLVM IR and run as native code through ORC (LLJIT). It gives, for
-// every packet, what libpcap's bpf_filter() interpreter gives; the Filter
-// element runs it instead of the interpreter. The first piece of the JIT
-// (DESIGN §8): the IR is what a fused segment loop will take in.
+// every packet, what libpcap's bpf_filter() interpreter gives. The IR is
+// what a fused segment loop takes in (bpf_ir.hh); alone, as here, it is
+// what the tests compare with libpcap and bench_filter times. (The Filter
+// element no longer runs it between two fused loops: compiling it loaded
+// LLVM at the start of every --jit run.)
 //
 // LLVM's headers stay in bpf_jit.cc.
 #pragma once

@@ -13,7 +13,6 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/packet/bpf_jit.hh"
 #include "engine/packet/filter_diagnosis.hh"
 
 namespace sluice {
@@ -139,8 +138,7 @@ std::optional<PcapFilter> PcapFilter::compile(std::string_view expr, LinkType li
 }
 
 PcapFilter::PcapFilter(PcapFilter &&o) noexcept
-    : insns_(o.insns_), native_(std::move(o.native_)), insn_count_(o.insn_count_), expr_(std::move(o.expr_)),
-      link_(o.link_) {
+    : insns_(o.insns_), insn_count_(o.insn_count_), expr_(std::move(o.expr_)), link_(o.link_) {
   o.insns_ = nullptr;
   o.insn_count_ = 0;
 }
@@ -149,7 +147,6 @@ PcapFilter &PcapFilter::operator=(PcapFilter &&o) noexcept {
   if (this != &o) {
     release();
     insns_ = o.insns_;
-    native_ = std::move(o.native_);
     insn_count_ = o.insn_count_;
     expr_ = std::move(o.expr_);
     link_ = o.link_;
@@ -162,20 +159,12 @@ PcapFilter &PcapFilter::operator=(PcapFilter &&o) noexcept {
 PcapFilter::~PcapFilter() { release(); }
 
 void PcapFilter::release() {
-  native_.reset();
   std::free(insns_);
   insns_ = nullptr;
   insn_count_ = 0;
 }
 
-bool PcapFilter::compile_native(std::string *error) {
-  if (!insns_) return false;
-  native_ = BpfJit::compile(insns_, insn_count_, error);
-  return native_ != nullptr;
-}
-
 bool PcapFilter::matches(const uint8_t *data, uint32_t caplen, uint32_t wirelen) const {
-  if (native_) return native_->run(data, wirelen, caplen) != 0;
   if (!insns_) return false;  // moved from
   // bpf_filter(program, packet, length on the wire, captured length)
   return bpf_filter(insns_, data, wirelen, caplen) != 0;

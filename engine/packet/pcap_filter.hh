@@ -4,7 +4,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,8 +13,6 @@
 struct bpf_insn;  // <pcap/bpf.h>
 
 namespace sluice {
-
-class BpfJit;  // engine/packet/bpf_jit.hh: the packet library does not depend on the JIT's header
 
 // A compiled expression; movable, not copyable; owns its BPF program.
 class PcapFilter {
@@ -33,14 +30,7 @@ public:
   PcapFilter &operator=(const PcapFilter &) = delete;
   ~PcapFilter();
 
-  // Compiles the program to native code (engine/jit): matches() then runs
-  // that instead of libpcap's interpreter, with the same results. False, with
-  // *error, when LLVM cannot (matches() keeps interpreting).
-  bool compile_native(std::string *error = nullptr);
-  bool is_native() const { return native_ != nullptr; }
-  const BpfJit *native() const { return native_.get(); }
-
-  // Runs the program (natively, or libpcap's bpf_filter) on a packet whose
+  // Runs the program (libpcap's bpf_filter) on a packet whose
   // first `caplen` bytes are at `data` and whose length on the wire was
   // `wirelen`.
   bool matches(const uint8_t *data, uint32_t caplen, uint32_t wirelen) const;
@@ -56,7 +46,6 @@ private:
   void release();
 
   struct bpf_insn *insns_ = nullptr;  // malloc'ed, a copy of libpcap's program
-  std::unique_ptr<BpfJit> native_;
   size_t insn_count_ = 0;
   std::string expr_;
   LinkType link_ = LinkType::Ethernet;

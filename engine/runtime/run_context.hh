@@ -26,9 +26,7 @@ struct RunOptions {
   std::shared_ptr<const Placement> placement;
   int status_fd = 2;
   // LLVM compiles code for the run (`--jit`, the default): segments' fused
-  // loops, and Filter programs as native code for the segments that run the
-  // interpreter meanwhile. With --no-jit nothing is compiled: libpcap
-  // interprets filters.
+  // loops, Filter programs inside them. With --no-jit nothing is compiled.
   bool jit = false;
 };
 

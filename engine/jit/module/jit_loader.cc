@@ -1,9 +1,12 @@
 // The executable's side of the JIT module (jit_module.hh): the functions of
-// segment_jit.hh that the executable calls, and BpfJit::compile, forwarded
-// to sluice-jit.so, which is opened the first time one of them is called.
+// segment_jit.hh that the executable calls, forwarded to sluice-jit.so,
+// which is opened the first time one of them needs it (a compiler made at
+// the start of a run opens it at its first compilation).
 #include <dlfcn.h>
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,35 +34,39 @@ std::vector<std::filesystem::path> module_candidates() {
   return paths;
 }
 
-LoadedModule load_module() {
-  LoadedModule m;
+// Its path, or empty with *missing saying where it was looked for.
+std::filesystem::path find_module(std::string *missing) {
   std::string tried;
   for (const std::filesystem::path &p : module_candidates()) {
     std::error_code ec;
-    if (!std::filesystem::exists(p, ec)) {
-      tried += (tried.empty() ? "" : ", ") + p.string();
-      continue;
-    }
-    // RTLD_LOCAL: LLVM's symbols and the module's stay out of the process's
-    // global scope (the fused loops resolve against the executable's).
-    void *h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      m.error = "JIT: cannot load " + p.string() + ": " + dlerror() + "; run with --no-jit";
-      return m;
-    }
-    auto entry = reinterpret_cast<const JitModuleApi *(*)()>(dlsym(h, kJitModuleEntry));
-    const JitModuleApi *api = entry ? entry() : nullptr;
-    if (!api || api->api_size != sizeof(JitModuleApi) || std::string(api->version) != SLUICE_VERSION) {
-      m.error = "JIT: " + p.string() + " is not the JIT module of this sluice (" SLUICE_VERSION
-                ": reinstall, or rebuild both); run with --no-jit";
-      dlclose(h);
-      return m;
-    }
-    m.api = api;  // never closed: fused loops and filters run in its code until the process ends
+    if (std::filesystem::exists(p, ec)) return p;
+    tried += (tried.empty() ? "" : ", ") + p.string();
+  }
+  *missing = "JIT: the JIT module " + std::string(kJitModuleFile) + " is not installed (looked for " + tried +
+             "); reinstall sluice, or run with --no-jit";
+  return {};
+}
+
+LoadedModule load_module() {
+  LoadedModule m;
+  std::filesystem::path p = find_module(&m.error);
+  if (p.empty()) return m;
+  // RTLD_LOCAL: LLVM's symbols and the module's stay out of the process's
+  // global scope (the fused loops resolve against the executable's).
+  void *h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    m.error = "JIT: cannot load " + p.string() + ": " + dlerror() + "; run with --no-jit";
     return m;
   }
-  m.error = "JIT: the JIT module " + std::string(kJitModuleFile) + " is not installed (looked for " + tried +
-            "); reinstall sluice, or run with --no-jit";
+  auto entry = reinterpret_cast<const JitModuleApi *(*)()>(dlsym(h, kJitModuleEntry));
+  const JitModuleApi *api = entry ? entry() : nullptr;
+  if (!api || api->api_size != sizeof(JitModuleApi) || std::string(api->version) != SLUICE_VERSION) {
+    m.error = "JIT: " + p.string() + " is not the JIT module of this sluice (" SLUICE_VERSION
+              ": reinstall, or rebuild both); run with --no-jit";
+    dlclose(h);
+    return m;
+  }
+  m.api = api;  // never closed: fused loops run in its code until the process ends
   return m;
 }
 
@@ -68,15 +75,59 @@ const LoadedModule &jit_module() {
   return m;
 }
 
+// The module's compiler, made on first use: a --jit run that decides not to
+// compile (its input ends too soon to repay it) never loads LLVM, and runs
+// as fast as --no-jit (loading and relocating it, and LLVM's destructors at
+// exit, were 20 ms of a short run). The first compilation, in the
+// background, loads it instead.
+class CompilerLoadedOnFirstUse final : public ProgramCompiler {
+ public:
+  explicit CompilerLoadedOnFirstUse(JitSettings settings) : settings_(std::move(settings)) {}
+
+  Result compile(SegmentRunner &segment, bool want_ir, const std::atomic<bool> *cancel) override {
+    if (ProgramCompiler *c = compiler()) return c->compile(segment, want_ir, cancel);
+    Result r;
+    r.error = error_;
+    r.compile_ms = 0;
+    return r;
+  }
+  std::string describe() const override {
+    ProgramCompiler *c = compiler();
+    return c ? c->describe() : "LLVM ORC, not loaded: " + error_;
+  }
+  const std::string &error() const { return error_; }
+  // The module's compiler, or null with error_ (both set once).
+  ProgramCompiler *compiler() const {
+    std::call_once(made_, [this] {
+      const LoadedModule &m = jit_module();
+      if (m.api) compiler_ = m.api->make_segment_jit(settings_, &error_);
+      else error_ = m.error;
+    });
+    return compiler_.get();
+  }
+
+ private:
+  JitSettings settings_;
+  mutable std::once_flag made_;
+  mutable std::unique_ptr<ProgramCompiler> compiler_;
+  mutable std::string error_;
+};
+
 }  // namespace
 
 std::unique_ptr<ProgramCompiler> make_segment_jit(const JitSettings &settings, std::string *error) {
-  const LoadedModule &m = jit_module();
-  if (!m.api) {
-    *error = m.error;
+  auto jit = std::make_unique<CompilerLoadedOnFirstUse>(settings);
+  // A missing module is an error at once, as are settings only LLVM can
+  // check (--jit-cpu, --emit-ir-after): with those the module loads now.
+  if (settings.cpu.empty() && settings.print_after.empty()) {
+    if (!find_module(error).empty()) return jit;
     return nullptr;
   }
-  return m.api->make_segment_jit(settings, error);
+  if (!jit->compiler()) {
+    *error = jit->error();
+    return nullptr;
+  }
+  return jit;
 }
 
 void warm_up_jit(bool bitcode) {
@@ -84,14 +135,5 @@ void warm_up_jit(bool bitcode) {
 }
 
 const std::vector<std::string> &jit_pass_names() { return jit_pass_names_listed(); }
-
-std::unique_ptr<BpfJit> BpfJit::compile(const bpf_insn *insns, size_t count, std::string *error) {
-  const LoadedModule &m = jit_module();
-  if (!m.api) {
-    *error = m.error;
-    return nullptr;
-  }
-  return m.api->compile_bpf(insns, count, error);
-}
 
 }  // namespace sluice

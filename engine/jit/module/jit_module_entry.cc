@@ -8,7 +8,6 @@ extern "C" __attribute__((visibility("default"))) const sluice::JitModuleApi *sl
       sizeof(sluice::JitModuleApi),
       &sluice::make_segment_jit,
       &sluice::warm_up_jit,
-      &sluice::BpfJit::compile,
   };
   return &api;
 }

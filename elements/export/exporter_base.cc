@@ -72,7 +72,9 @@ ElementSpec exporter_spec(ElementSpec spec, std::string collector_doc, std::vect
                          "records (a full table expiring, the end of a run) does not overflow the collector's "
                          "socket buffer: what overflows it is dropped without a word to anyone. The default "
                          "suits a collector reading with the default buffer (Linux: 208 KB); raise it for a "
-                         "collector with a larger one. Not used over TCP, which paces itself."))
+                         "collector with a larger one. Not used over TCP, which paces itself. Messages that leave "
+                         "together go to the kernel in one call, up to 64 of one size in a row, each still a "
+                         "datagram of its own (UDP_SEGMENT; one call each where the kernel refuses)."))
       .arg(ArgSpec::bytes("queue")
                .def("8MB")
                .range(64 * kKB, 1 * kG)
@@ -357,6 +359,10 @@ void ExporterBase::report(std::vector<std::string> &lines) const {
                      std::to_string(link_->bytes()) + " bytes, " + std::to_string(link_->errors()) + " send errors, " +
                      std::to_string(link_->connects()) + " connection(s)" + pace + ", queue peak " +
                      format_bytes(int64_t(link_->queue_peak())) + ";";
+  if (!tcp_)
+    line += link_->batching() ? " " + std::to_string(link_->batched_datagrams()) + " of the messages sent in " +
+                                    std::to_string(link_->batches()) + " batches (UDP_SEGMENT);"
+                              : " messages sent one a call (the kernel refused UDP_SEGMENT);";
   if (sampling_interval_) line += " options: sampling 1 in " + std::to_string(sampling_interval_) + ";";
   for (const auto &e : encoders_) line += " " + domain_arg_ + " " + std::to_string(e->domain()) + ": " + e->report() + ";";
   line.pop_back();

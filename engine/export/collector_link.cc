@@ -5,7 +5,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netinet/udp.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,29 +174,80 @@ void CollectorLink::write_tcp() {
   }
 }
 
+// The messages at the queue's front that one send takes: as many of one
+// size in a row as the tokens allow (a shorter one may end the batch: the
+// kernel cuts the last datagram short), within the kernel's limits.
+size_t CollectorLink::udp_batch(double tokens) const {
+  const size_t size = queue_.front().data.size();
+  size_t n = 1, bytes = size;
+  tokens -= double(size + ip_overhead_);
+  while (gso_ && n < std::min(queue_.size(), kGsoSegments) && (!options_.rate_bps || tokens > 0)) {
+    size_t next = queue_[n].data.size();
+    if (next > size || bytes + next > kGsoBytes) break;
+    bytes += next, tokens -= double(next + ip_overhead_), ++n;
+    if (next < size) break;
+  }
+  return n;
+}
+
+void CollectorLink::drop_front_refused() {
+  Queued &q = queue_.front();
+  outcome_.refused += q.records;
+  queued_bytes_ -= q.data.size();
+  queued_records_ -= q.records;
+  queue_.pop_front();
+}
+
 // While there are tokens: a datagram may take the bucket below zero (any
 // message goes, however small the rate), the debt paid by the next refills.
-void CollectorLink::write_udp(uint64_t now_ns) {
+void CollectorLink::write_udp(uint64_t now_ns, bool full_batches) {
   if (options_.rate_bps) {
     if (tokens_at_ns_) tokens_ += double(now_ns - tokens_at_ns_) * 1e-9 * double(options_.rate_bps) / 8;
     tokens_ = std::min(tokens_, bucket_bytes_);
     tokens_at_ns_ = now_ns;
   }
   while (!queue_.empty() && (!options_.rate_bps || tokens_ > 0)) {
-    Queued &q = queue_.front();
-    ssize_t n = ::send(fd_, q.data.data(), q.data.size(), MSG_DONTWAIT);
+    const size_t count = udp_batch(tokens_);
+    if (full_batches && count == queue_.size() && count < kGsoSegments &&
+        queued_bytes_ + queue_.front().data.size() <= kGsoBytes)
+      return;  // the next message may join it
+    size_t bytes = 0;
+    iovec iov[kGsoSegments];
+    for (size_t i = 0; i < count; ++i) {
+      iov[i] = {queue_[i].data.data(), queue_[i].data.size()};
+      bytes += queue_[i].data.size();
+    }
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = count;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(uint16_t))];
+    if (count > 1) {  // each datagram the size of the first, the last maybe shorter
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      cmsghdr *c = CMSG_FIRSTHDR(&m);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t segment = uint16_t(queue_.front().data.size());
+      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    }
+    ssize_t n = ::sendmsg(fd_, &m, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) return;  // our socket is full: later
-    if (n != ssize_t(q.data.size())) {
-      ++errors_;  // refused: no collector listening (ICMP port unreachable)
-      outcome_.refused += q.records;
-      queued_bytes_ -= q.data.size();
-      queued_records_ -= q.records;
-      queue_.pop_front();
+    if (n < 0 && count > 1 && errno != ECONNREFUSED) {
+      gso_ = false;  // the kernel or the route cannot segment (EIO: no checksum offload): a datagram a call
       continue;
     }
-    bytes_ += q.data.size();
-    tokens_ -= double(q.data.size() + ip_overhead_);
-    pop_front_sent();
+    if (n != ssize_t(bytes)) {
+      ++errors_;  // refused: no collector listening (ICMP port unreachable)
+      for (size_t i = 0; i < count; ++i) drop_front_refused();
+      continue;
+    }
+    if (count > 1) ++batches_, batched_datagrams_ += count;
+    for (size_t i = 0; i < count; ++i) {
+      bytes_ += queue_.front().data.size();
+      tokens_ -= double(queue_.front().data.size() + ip_overhead_);
+      pop_front_sent();
+    }
   }
 }
 
@@ -205,10 +258,10 @@ CollectorLink::Refused CollectorLink::send(std::vector<uint8_t> msg, uint64_t re
   queued_records_ += records;
   queue_peak_ = std::max(queue_peak_, queued_bytes_);
   queue_.push_back({std::move(msg), records});
-  if (transport_ == Transport::Udp)
-    write_udp(mono_ns());
-  else
+  if (transport_ == Transport::Tcp)
     write_tcp();
+  else if (!gso_ || queue_.size() >= kGsoSegments || queued_bytes_ >= kGsoBytes)
+    write_udp(mono_ns(), gso_);
   return Refused::No;
 }
 

@@ -86,7 +86,6 @@ class CollectorLink {
   uint64_t batches() const { return batches_; }
   // Whether batches go out (false once the kernel refused one).
   bool batching() const { return gso_; }
-
   // A send's most datagrams (the kernel's UDP_MAX_SEGMENTS, 64 before 6.x)
   // and octets (a UDP datagram's largest payload, with room to spare).
   static constexpr size_t kGsoSegments = 64, kGsoBytes = 60000;

@@ -1,8 +1,6 @@
 // CollectorLink over UDP: messages batched into one send each (UDP_SEGMENT)
 // still reach the collector as datagrams of their own, whole and in order;
 // the pace bounds a batch; a refused batch counts its records refused.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 
 #include "engine/base/clock.hh"
 #include "engine/export/collector_link.hh"
+#include "run_fixture.hh"
 
 using namespace sluice;
 
@@ -21,19 +20,11 @@ namespace {
 
 // A UDP socket bound to a free loopback port: the collector.
 struct Collector {
-  int fd = -1;
-  uint16_t port = 0;
+  int fd = -1, port = 0;
   Collector() {
-    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    fd = test::bind_loopback(SOCK_DGRAM, &port);
     int big = 8 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    port = ntohs(a.sin_port);
   }
   ~Collector() { close(fd); }
   // The datagrams that arrived, each as it arrived.
@@ -63,7 +54,7 @@ std::vector<uint8_t> message(size_t i, size_t size) {
 TEST_CASE("collector link: messages sent in batches arrive as datagrams of their own, whole and in order",
           "[export][collectors]") {
   Collector c;
-  CollectorLink link("127.0.0.1", c.port, CollectorLink::Transport::Udp, {});
+  CollectorLink link("127.0.0.1", uint16_t(c.port), CollectorLink::Transport::Udp, {});
   REQUIRE(link.take_new_connection());
   // 150 messages of 1,400 octets with shorter ones among them: a shorter
   // one ends a batch (the kernel may cut only the last datagram short).
@@ -97,7 +88,7 @@ TEST_CASE("collector link: at a pace, a batch holds what the tokens allow and th
   Collector c;
   CollectorLink::Options o;
   o.rate_bps = 8'000'000;  // a bucket of 5 ms: 5,000 octets, three messages of 1,400 and a fourth into debt
-  CollectorLink link("127.0.0.1", c.port, CollectorLink::Transport::Udp, o);
+  CollectorLink link("127.0.0.1", uint16_t(c.port), CollectorLink::Transport::Udp, o);
   for (size_t i = 0; i < 20; ++i) REQUIRE(link.send(message(i, 1400), 2) == CollectorLink::Refused::No);
   link.poll(mono_ns());
   CHECK(link.messages() == 4);
@@ -118,7 +109,7 @@ TEST_CASE("collector link: to a port no one listens on, the records of refused b
   uint16_t port;
   {
     Collector gone;  // a port that was free a moment ago
-    port = gone.port;
+    port = uint16_t(gone.port);
   }
   CollectorLink link("127.0.0.1", port, CollectorLink::Transport::Udp, {});
   uint64_t refused = 0, sent = 0;

@@ -198,7 +198,7 @@ bool PcapFileReader::next_mapped(PcapRecord &out) {
   // 4 MiB further: the page thread may go on (it keeps 8 MiB ahead). A
   // wake-up every MiB cost the walk ~10 us each on a VM (1.3% of a trace's
   // run, in futex_wake).
-  if (walker_ >= 0 && (map_record_start_ ^ pos_) >> 22) shared_map_->walked(walker_, pos_);
+  if (walker_ >= 0 && (map_record_start_ ^ pos_) >> 22) shared_map_->walked(walker_, pos_, hold_from_);
   ++records_;
   return true;
 }

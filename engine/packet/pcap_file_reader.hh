@@ -101,6 +101,18 @@ class PcapFileReader {
   // Whether a thread reads the file ahead (now).
   bool reading_ahead() const { return reader_.joinable() || walker_ >= 0; }
 
+  // The mapping the record last given was walked in, when it is one shared
+  // through TraceMapping: its bytes then stay valid, past the next call,
+  // for as long as the mapping is held (a packet may point at them:
+  // InPlaceRecords). Null otherwise: the bytes were read into a slot or a
+  // mapping of the reader's own, valid until the next call.
+  const std::shared_ptr<TraceMapping> &record_mapping() const { return map_ && walker_ >= 0 ? shared_map_ : kNoMapping; }
+  // Where in the file the record last given starts (its 16-byte header).
+  size_t record_offset() const { return map_record_start_; }
+  // The caller still reads the mapping's bytes from `offset` on (packets
+  // pointing at records it holds): the pages from there stay mapped.
+  void hold_pages_from(size_t offset) { hold_from_ = offset; }
+
  private:
   // Some of the file, read: whole records in bytes [0, records_end), and
   // what comes after them.
@@ -154,6 +166,8 @@ class PcapFileReader {
   std::unique_ptr<MappedFile> own_map_;
   std::shared_ptr<TraceMapping> shared_map_;
   int walker_ = -1;
+  size_t hold_from_ = ~size_t(0);  // hold_pages_from()
+  static inline const std::shared_ptr<TraceMapping> kNoMapping;
   size_t map_record_start_ = 0, map_record_end_ = 0;
   size_t map_prefetched_ = 0;  // the mapping's bytes below this were prefetched
   std::unique_ptr<char[]> buffer_;  // libpcap's stdio buffer (outlives its FILE)

@@ -49,6 +49,7 @@ std::shared_ptr<TraceMapping> TraceMapping::open(int fd, std::function<void()> o
 
 TraceMapping::TraceMapping(int fd, std::unique_ptr<MappedFile> file) : fd_(fd), file_(std::move(file)) {
   for (std::atomic<size_t> &w : walkers_) w.store(kNoWalker, std::memory_order_relaxed);
+  for (std::atomic<size_t> &h : holds_) h.store(kNoWalker, std::memory_order_relaxed);
 }
 
 TraceMapping::~TraceMapping() {
@@ -64,25 +65,26 @@ int TraceMapping::join(size_t pos) {
   for (int w = 0; w < kMaxWalkers; ++w) {
     size_t none = kNoWalker;
     if (walkers_[size_t(w)].compare_exchange_strong(none, pos, std::memory_order_acq_rel)) {
-      walked(w, pos);
+      walked(w, pos, pos);
       return w;
     }
   }
   return -1;
 }
 
-void TraceMapping::walked(int w, size_t pos) {
+void TraceMapping::walked(int w, size_t pos, size_t hold) {
+  holds_[size_t(w)].store(std::min(hold, pos), std::memory_order_release);
   walkers_[size_t(w)].store(pos, std::memory_order_release);
   moved_.fetch_add(1, std::memory_order_release);
   moved_.notify_one();
 }
 
-void TraceMapping::leave(int w) { walked(w, kNoWalker); }
+void TraceMapping::leave(int w) { walked(w, kNoWalker, kNoWalker); }
 
 // Keeps the pages of the next few MiB past the walker furthest on brought
 // in (the walks take no page faults, and the disk is read ahead where the
 // file is not in the page cache) and lets go of those a few MiB behind the
-// walker furthest back.
+// furthest back of the walkers' holds.
 void TraceMapping::bring_in_ahead(std::function<void()> on_thread) {
   pthread_setname_np(pthread_self(), "sl-pcap-read");
   if (on_thread) on_thread();
@@ -93,10 +95,10 @@ void TraceMapping::bring_in_ahead(std::function<void()> on_thread) {
     uint64_t seen = moved_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_acquire)) return;
     size_t back = kNoWalker, front = 0;
-    for (const std::atomic<size_t> &w : walkers_) {
-      size_t pos = w.load(std::memory_order_acquire);
+    for (size_t w = 0; w < walkers_.size(); ++w) {
+      size_t pos = walkers_[w].load(std::memory_order_acquire);
       if (pos == kNoWalker) continue;
-      back = std::min(back, pos), front = std::max(front, pos);
+      back = std::min(back, holds_[w].load(std::memory_order_acquire)), front = std::max(front, pos);
     }
     if (back != kNoWalker) {
       if (back > let_go + kBehind + kStep) {

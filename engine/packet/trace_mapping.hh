@@ -36,9 +36,11 @@ class TraceMapping {
   // A walker at `pos` (its next record): a handle for walked() and leave(),
   // or -1 when kMaxWalkers walk already (the caller maps the file itself).
   int join(size_t pos);
-  // The walker `w` is at `pos`: pages behind the slowest walker may go,
-  // pages ahead of the furthest come in. Cheap: a store and a wake-up.
-  void walked(int w, size_t pos);
+  // The walker `w` is at `pos`, and still needs the pages from `hold`
+  // (<= pos: records it handed on in place, InPlaceRecords) on: pages
+  // behind every walker's hold may go, pages ahead of the furthest walker
+  // come in. Cheap: two stores and a wake-up.
+  void walked(int w, size_t pos, size_t hold);
   // The walker no longer walks the mapping (it reads on with read(), or is
   // gone): it holds no page back.
   void leave(int w);
@@ -52,7 +54,7 @@ class TraceMapping {
   int fd_;  // a descriptor of its own, open for as long as the mapping
   std::unique_ptr<MappedFile> file_;
   static constexpr size_t kNoWalker = ~size_t(0);
-  std::array<std::atomic<size_t>, kMaxWalkers> walkers_;
+  std::array<std::atomic<size_t>, kMaxWalkers> walkers_, holds_;
   std::atomic<uint64_t> moved_{0};  // bumped by each walked(), leave(), and the end
   std::atomic<bool> stop_{false};
   std::thread thread_;

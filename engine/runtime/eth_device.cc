@@ -225,12 +225,16 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
   return got;
 }
 
-// Trace files: each record copied into buffers of the pool, with its
-// nanosecond time and wire length. A record that finds no buffer is held
-// for the next call: an offline source waits, it never drops.
+// Trace files: each record in a buffer of the pool, with its nanosecond
+// time and wire length: the buffer points at the record's bytes in the
+// file's mapping where the file is walked in one (InPlaceRecords), else
+// they are copied into it. A record that finds no buffer is held for the
+// next call: an offline source waits, it never drops.
 uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   uint16_t got = 0;
   take_buffers(n);
+  if (file_ && file_->record_mapping())  // pages of records still out stay mapped
+    file_->hold_pages_from(in_place_.held_from(file_->offset(), file_->record_mapping()));
   while (got < n && current_ < spec_.files.size()) {
     if (!file_) {
       try {
@@ -245,6 +249,7 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     }
     if (!held_ && !(held_ = file_->next(record_))) {
       file_.reset();
+      in_place_.close();
       files_done_bytes_ += file_bytes_[current_];
       ++current_;
       continue;
@@ -259,8 +264,8 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     if (segments > spares_) take_buffers(segments);
     if (segments > spares_) break;  // the pool is short: the record waits
     held_ = false;
-    rte_mbuf *m = copy_record(record_, segments);
-    if (!file_->intact()) {  // the file shrank while it was copied: the reader reads it again, or ends
+    rte_mbuf *m = attach_record(record_) ? spare_[--spares_] : copy_record(record_, segments);
+    if (!file_->intact()) {  // the file shrank while it was read: the reader reads it again, or ends
       rte_pktmbuf_free(m);
       continue;
     }
@@ -327,6 +332,19 @@ rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
   head->nb_segs = uint16_t(segments);
   head->pkt_len = done;
   return head;
+}
+
+// Points the last spare buffer at the record's bytes in the file's shared
+// mapping: false where they are not in one (or the record does not fit a
+// buffer's 16-bit length, or too many blocks are out), for a copy. The
+// record's last byte is read here, as the copy would have: a file cut short
+// under it shows in intact() now.
+bool EthDevice::attach_record(const PcapRecord &r) {
+  const std::shared_ptr<TraceMapping> &mapping = file_->record_mapping();
+  if (!mapping || r.caplen == 0 || r.caplen > UINT16_MAX) return false;
+  if (!in_place_.attach(spare_[spares_ - 1], r.data, r.caplen, file_->record_offset(), mapping)) return false;
+  (void)*static_cast<const volatile uint8_t *>(r.data + r.caplen - 1);
+  return true;
 }
 
 std::vector<EthDevice::PortStats> EthDevice::port_stats() const {

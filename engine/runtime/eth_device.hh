@@ -22,6 +22,7 @@
 #include "engine/packet/packet_meta.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/packet/pcap_file_reader.hh"
+#include "engine/runtime/in_place_records.hh"
 #include "engine/runtime/packet.hh"
 
 namespace sluice {
@@ -108,6 +109,7 @@ class EthDevice {
   void take_buffers(unsigned n);
   unsigned segments_for(uint32_t caplen) const;
   rte_mbuf *copy_record(const PcapRecord &r, unsigned segments);
+  bool attach_record(const PcapRecord &r);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
   DeviceSpec spec_;
@@ -134,6 +136,7 @@ class EthDevice {
   rte_mbuf *spare_[kMaxBurst];
   unsigned spares_ = 0;
   uint32_t buffer_room_ = 1;  // bytes of a record one of the pool's buffers holds
+  InPlaceRecords in_place_;   // records of a shared mapping, handed on without a copy
   // keep_lane_share(): the hash, this lane, of how many
   const ToeplitzHash *share_hash_ = nullptr;
   unsigned share_lane_ = 0, share_lanes_ = 1;

@@ -6,6 +6,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <time.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <chrono>
@@ -22,7 +24,9 @@
 
 #include "engine/placement/host_topology.hh"
 #include "engine/runtime/dpdk_env.hh"
+#include "engine/packet/trace_mapping.hh"
 #include "engine/runtime/eth_device.hh"
+#include "engine/runtime/in_place_records.hh"
 #include "engine/runtime/program_cache.hh"
 #include "engine/runtime/runtime.hh"
 #include "frontend_fixture.hh"
@@ -430,14 +434,8 @@ TEST_CASE("packet pool: flow records into a shared element take no packet buffer
   }
 }
 
-// A trace file is read into the pool's buffers as far as there are free
-// ones: a record that finds none waits for the next receive. Through DPDK's
-// net_pcap it was read, dropped and counted "rx no buffer". A record longer
-// than a buffer comes in buffers chained; every record keeps its
-// nanosecond time and wire length.
-TEST_CASE("pcap device: every record of a trace reaches the lane through a pool of a few buffers", "[runtime]") {
-  RingFixture f;  // DPDK up
-  std::string dir = test::scratch("pcap-device", "small-pool");
+namespace {
+std::vector<test::PcapRecord> device_test_records() {
   std::vector<test::PcapRecord> records;
   for (uint32_t i = 0; i < 300; ++i) {
     uint32_t caplen = i == 100 ? 9000 : i == 200 ? 2049 : 60 + i % 200;
@@ -445,6 +443,23 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
     for (uint32_t b = 0; b < caplen; ++b) r.data.push_back(uint8_t(i * 13 + b));
     records.push_back(r);
   }
+  return records;
+}
+}  // namespace
+
+// A trace file is read into the pool's buffers as far as there are free
+// ones: a record that finds none waits for the next receive. Through DPDK's
+// net_pcap it was read, dropped and counted "rx no buffer". Records walked
+// in the file's mapping come in a buffer pointing at their bytes there
+// (InPlaceRecords); those libpcap reads (here from record 150 on, its
+// caplen above its len) are copied, a record longer than a buffer into
+// buffers chained. Every record keeps its nanosecond time and wire length.
+TEST_CASE("pcap device: every record of a trace reaches the lane through a pool of a few buffers", "[runtime]") {
+  RingFixture f;  // DPDK up
+  std::string dir = test::scratch("pcap-device", "small-pool");
+  std::vector<test::PcapRecord> records = device_test_records();
+  constexpr size_t kToLibpcap = 150;
+  records[kToLibpcap].len = uint32_t(records[kToLibpcap].data.size() - 1);
   std::string path = dir + "/t.pcap";
   test::write_records(path, records);
   rte_mempool *pool = rte_pktmbuf_pool_create("pcap_device_test", 16, 0, kMbufPrivSize, RTE_MBUF_DEFAULT_BUF_SIZE,
@@ -471,7 +486,10 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
         CHECK(info[i].time_ns == want.ns);
         CHECK(info[i].wire_len == want.len);
         REQUIRE(pkts[i]->pkt_len == want.data.size());
-        CHECK(pkts[i]->nb_segs == (want.data.size() + RTE_MBUF_DEFAULT_DATAROOM - 1) / RTE_MBUF_DEFAULT_DATAROOM);
+        const bool in_place = next < kToLibpcap;
+        CHECK(bool(RTE_MBUF_HAS_EXTBUF(pkts[i])) == in_place);
+        CHECK(pkts[i]->nb_segs ==
+              (in_place ? 1 : (want.data.size() + RTE_MBUF_DEFAULT_DATAROOM - 1) / RTE_MBUF_DEFAULT_DATAROOM));
         std::vector<uint8_t> bytes(want.data.size());
         const void *p = rte_pktmbuf_read(pkts[i], 0, uint32_t(bytes.size()), bytes.data());
         CHECK(memcmp(p, want.data.data(), bytes.size()) == 0);
@@ -488,6 +506,118 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
     for (const auto &[reason, count] : dev.losses()) CHECK(count == 0);
   }
   CHECK(rte_mempool_avail_count(pool) == 16u);  // every buffer back
+  rte_mempool_free(pool);
+}
+
+// Blocks of records: a block is reused only once every packet of it is
+// freed, at most max_blocks are out (then the caller copies), and
+// held_from names the oldest record a packet still points at, so that the
+// mapping keeps its pages.
+TEST_CASE("in-place records: blocks counted by their packets, reused once all are freed", "[runtime]") {
+  RingFixture f;  // DPDK up
+  constexpr unsigned kBlock = InPlaceRecords::kRecordsPerBlock;
+  rte_mempool *pool = rte_pktmbuf_pool_create("in_place_blocks", 3 * kBlock, 0, kMbufPrivSize, 64, SOCKET_ID_ANY);
+  REQUIRE(pool);
+  std::string path = test::scratch("in-place", "blocks") + "/bytes";
+  { std::ofstream(path) << std::string(4096, 'x'); }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::shared_ptr<TraceMapping> mapping = TraceMapping::open(fd, {});
+  close(fd);
+  REQUIRE(mapping);
+  const uint8_t *bytes = mapping->file().data();
+  rte_mbuf *late[3];
+  {
+    InPlaceRecords records(2);
+    std::vector<rte_mbuf *> out(2 * kBlock + 1);
+    REQUIRE(rte_pktmbuf_alloc_bulk(pool, out.data(), unsigned(out.size())) == 0);
+    for (unsigned i = 0; i < 2 * kBlock; ++i) {
+      INFO("record " << i);
+      REQUIRE(records.attach(out[i], bytes + i % 4000, 60, 1000 + i, mapping));
+      CHECK(rte_pktmbuf_mtod(out[i], const uint8_t *) == bytes + i % 4000);
+      CHECK(out[i]->pkt_len == 60u);
+    }
+    CHECK(records.blocks_out() == 2);
+    CHECK_FALSE(records.attach(out.back(), bytes, 60, 5000, mapping));  // both blocks out: copy
+    CHECK(RTE_MBUF_DIRECT(out.back()));
+    CHECK(records.held_from(9999, mapping) == 1000);
+    for (unsigned i = 1; i < kBlock; ++i) rte_pktmbuf_free(out[i]);  // all of block 0 but its first
+    CHECK_FALSE(records.attach(out.back(), bytes, 60, 5000, mapping));
+    CHECK(records.held_from(9999, mapping) == 1000);
+    rte_pktmbuf_free(out[0]);
+    CHECK(records.held_from(9999, mapping) == 1000 + kBlock);  // block 0 given back
+    REQUIRE(records.attach(out.back(), bytes, 60, 5000, mapping));  // and reused
+    CHECK(records.blocks_out() == 2);
+    for (unsigned i = kBlock; i < 2 * kBlock; ++i) rte_pktmbuf_free(out[i]);
+    CHECK(records.held_from(9999, mapping) == 5000);
+    rte_pktmbuf_free(out.back());
+    records.close();
+    CHECK(records.held_from(9999, mapping) == 9999);
+    CHECK(records.blocks_out() == 0);
+    // Packets still out when the records' owner goes: their block, and the
+    // mapping, go with the last of them (LeakSanitizer would see a block
+    // left behind).
+    REQUIRE(rte_pktmbuf_alloc_bulk(pool, late, 3) == 0);
+    for (rte_mbuf *m : late) REQUIRE(records.attach(m, bytes, 60, 7000, mapping));
+  }
+  std::weak_ptr<TraceMapping> held = mapping;
+  mapping.reset();
+  rte_pktmbuf_free(late[0]);
+  CHECK_FALSE(held.expired());
+  std::thread([&] {
+    CHECK(*rte_pktmbuf_mtod(late[1], const char *) == 'x');
+    rte_pktmbuf_free(late[1]);
+    rte_pktmbuf_free(late[2]);
+  }).join();
+  CHECK(held.expired());
+  CHECK(rte_mempool_avail_count(pool) == 3 * kBlock);
+  rte_mempool_free(pool);
+}
+
+// Packets pointing at their records in the trace's mapping are read after
+// the device, its reader and the reader's hold on the mapping are gone, on
+// another thread, which frees them: each block of records keeps the
+// mapping until its last packet is freed. Before the blocks held it, the
+// mapping went with the file's end, and the first packet read after faulted.
+TEST_CASE("pcap device: packets handed on in place outlive the device and the file's mapping", "[runtime]") {
+  RingFixture f;  // DPDK up
+  std::string dir = test::scratch("pcap-device", "in-place-outlives");
+  std::vector<test::PcapRecord> records;
+  for (int copy = 0; copy < 8; ++copy)  // 2,400 records: more than two blocks
+    for (const test::PcapRecord &r : device_test_records()) records.push_back(r);
+  std::string path = dir + "/t.pcap";
+  test::write_records(path, records);
+  rte_mempool *pool = rte_pktmbuf_pool_create("pcap_in_place_test", 4096, 0, kMbufPrivSize, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                              SOCKET_ID_ANY);
+  REQUIRE(pool);
+  std::vector<rte_mbuf *> held;
+  {
+    DeviceSpec spec;
+    std::string err;
+    REQUIRE(parse_device("pcap:" + path, spec, &err));
+    EthDevice dev(spec, "src", 1, 1024, true, pool);
+    bool end = false;
+    for (int calls = 0; !end && calls < 10000; ++calls) {
+      rte_mbuf *pkts[64];
+      EthDevice::RxInfo info[64];
+      uint16_t n = dev.receive(0, pkts, info, 64, &end);
+      held.insert(held.end(), pkts, pkts + n);
+    }
+    REQUIRE(end);
+  }
+  REQUIRE(held.size() == records.size());
+  std::remove(path.c_str());  // its pages stay while mapped
+  std::thread([&] {
+    for (size_t i = 0; i < held.size(); ++i) {
+      INFO("record " << i);
+      CHECK(bool(RTE_MBUF_HAS_EXTBUF(held[i])));
+      REQUIRE(held[i]->pkt_len == records[i].data.size());
+      CHECK(memcmp(rte_pktmbuf_mtod(held[i], const uint8_t *), records[i].data.data(), records[i].data.size()) == 0);
+    }
+  }).join();
+  CHECK(rte_mempool_avail_count(pool) == 4096u - held.size());
+  std::thread([&] { for (rte_mbuf *m : held) rte_pktmbuf_free(m); }).join();
+  CHECK(rte_mempool_avail_count(pool) == 4096u);
   rte_mempool_free(pool);
 }
 

@@ -1,0 +1,75 @@
+// InPlaceRecords: a trace's records handed on as packets without copying
+// their bytes. Each packet's buffer is its record's bytes in the trace's
+// mapping (a DPDK external buffer: rte_pktmbuf_attach_extbuf), so the copy
+// into the pool's buffers, a tenth of a one-lane probe's time on a trace
+// (docs/performance.md, "Records handed on in place"), is gone.
+//
+// The bytes must outlive every packet that points at them: packets wait in
+// Rings, channels and elements after their file's walk has ended. Records
+// are attached in blocks of kRecordsPerBlock, one DPDK shared-info (a
+// reference count) per block, and a block keeps its file's mapping
+// (TraceMapping) until its last packet is freed, on whatever thread frees
+// it; the device asks the mapping to keep the pages of the oldest block
+// still out mapped (held_from), so that a packet read long after its record
+// was walked takes no page fault. Counting per block, with the block's
+// references taken when it opens, costs the lane no atomic operation per
+// packet (the free's decrement is DPDK's).
+//
+// One lane's thread attaches; any thread frees. A trace file cut short
+// while it is mapped reads zeros where its bytes went (MappedFile), in
+// packets already handed on too.
+#pragma once
+#include <rte_mbuf.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace sluice {
+
+class TraceMapping;
+
+class InPlaceRecords {
+ public:
+  static constexpr uint16_t kRecordsPerBlock = 1024;
+  // At most this many blocks out at once by default (a million packets):
+  // past that, the caller copies (a packet held for good holds every block
+  // after it).
+  static constexpr size_t kMaxBlocks = 1024;
+
+  explicit InPlaceRecords(size_t max_blocks = kMaxBlocks) : max_blocks_(max_blocks) {}
+  // Blocks with packets still out are left to their last packet's free.
+  ~InPlaceRecords();
+  InPlaceRecords(const InPlaceRecords &) = delete;
+  InPlaceRecords &operator=(const InPlaceRecords &) = delete;
+
+  // Points `m` (a buffer fresh from the pool: direct, one reference) at
+  // `len` bytes at `data` (at most 65,535: a buffer's length), a record
+  // starting at file offset `offset` in `mapping`. False, `m` untouched,
+  // when kMaxBlocks are out: the caller copies the record.
+  bool attach(rte_mbuf *m, const uint8_t *data, uint32_t len, size_t offset,
+              const std::shared_ptr<TraceMapping> &mapping);
+  // The offset of the oldest record of `mapping`'s file a packet may still
+  // point at, or `walk` (where the walk is) when none does.
+  size_t held_from(size_t walk, const std::shared_ptr<TraceMapping> &mapping);
+  // Ends the open block: the next record opens another (the next file's
+  // records are in another mapping).
+  void close();
+  // Blocks out now (for tests).
+  size_t blocks_out() const { return out_.size(); }
+
+ private:
+  struct Block;
+  static void last_packet_freed(void *addr, void *block);  // the shared-info's free_cb
+  void reclaim();           // the blocks at the front whose packets are all freed
+  bool open(size_t offset, const std::shared_ptr<TraceMapping> &mapping);
+
+  std::deque<Block *> out_;   // in file order; the open block last
+  std::vector<Block *> free_; // reclaimed, for reuse
+  Block *open_ = nullptr;     // taking records, or null
+  size_t max_blocks_;
+};
+
+}  // namespace sluice

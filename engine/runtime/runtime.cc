@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "engine/base/clock.hh"
+#include "engine/runtime/compile_decision.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/graph_builder.hh"
 #include "engine/runtime/run_report.hh"
@@ -260,28 +261,17 @@ void Runtime::recompile() {
   programs_.compile_in_background(std::move(todo));
 }
 
-std::optional<double> Runtime::expected_rest_s(double elapsed) const {
-  std::optional<double> rest;
-  if (ctx_.options.duration_ns) rest = std::max(0.0, double(ctx_.options.duration_ns) * 1e-9 - elapsed);
-  double longest = 0;  // the run ends with its slowest lane
-  for (const SourceElement *s : lane_source_) {
-    std::optional<std::pair<double, double>> p = s ? s->input_progress() : std::nullopt;
-    if (!p || p->first <= 0 || p->second <= 0) return rest;
-    longest = std::max(longest, elapsed * std::max(0.0, p->second - p->first) / p->first);
-  }
-  return rest ? std::min(*rest, longest) : longest;
-}
-
 void Runtime::run() {
   auto t0 = std::chrono::steady_clock::now();
   {
     std::unique_lock structure(structure_mutex_);
     for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   }
-  // Where the run's end can be told, whether to compile is decided once it
-  // has run kJitDecideAfterS (below); else the compilation starts now,
+  // Where the run's end can be told, whether to compile is decided at the
+  // looks (below); else the compilation starts now,
   // before a reload can start (below): it compiles in the background too.
   bool jit_deciding = false;
+  CompileDecision decision;
   if (compile_when_running_) {
     jit_deciding = ctx_.options.duration_ns != 0 ||
                    std::all_of(lane_source_.begin(), lane_source_.end(),
@@ -312,17 +302,22 @@ void Runtime::run() {
     auto now = std::chrono::steady_clock::now();
     double t = std::chrono::duration<double>(now - t0).count();
     if (ctx_.options.duration_ns && t * 1e9 >= double(ctx_.options.duration_ns)) request_stop();
-    if (jit_deciding && t >= kJitDecideAfterS) {
-      jit_deciding = false;
-      std::optional<double> rest = expected_rest_s(t);
-      if (!rest || *rest >= kJitRepaysAfterS) {
+    if (jit_deciding && t >= decision.next_look()) {
+      std::vector<std::optional<std::pair<double, double>>> lanes;
+      for (const SourceElement *s : lane_source_) lanes.push_back(s ? s->input_progress() : std::nullopt);
+      std::optional<double> duration_left;
+      if (ctx_.options.duration_ns) duration_left = std::max(0.0, double(ctx_.options.duration_ns) * 1e-9 - t);
+      CompileDecision::Verdict v = decision.look(t, lanes, duration_left);
+      if (v == CompileDecision::Verdict::Compile) {
+        jit_deciding = false;
         recompile();
-      } else {
+      } else if (v == CompileDecision::Verdict::Decline) {
+        jit_deciding = false;
         char text[160];
         std::snprintf(text, sizeof text,
                       "the run was to end %.2f s after it began: too soon for a fused loop to repay its compilation; "
                       "--jit-wait fuses anyway",
-                      t + *rest);
+                      decision.expected_end());
         programs_.decline(text);
       }
     }

@@ -136,15 +136,9 @@ class Runtime {
   // short run never waits for the compiler). A loop that cannot be compiled
   // leaves its segment on the interpreter, with a warning.
   // A run whose end can be told (trace files, generated traffic, a
-  // --duration) compiles only if, 0.1 s in, it is to go on for 2 s more:
-  // a compilation takes 0.3-0.45 s of a cpu, which a run that ends sooner
-  // cannot win back (docs/jit.md); --jit-wait compiles every time.
+  // --duration) compiles only if it is to go on for 2 s more, at two looks
+  // 0.1 s and 0.2 s in (CompileDecision); --jit-wait compiles every time.
   void compile_when_running() { compile_when_running_ = true; }
-  static constexpr double kJitDecideAfterS = 0.1, kJitRepaysAfterS = 2.0;
-  // How long the run is to go on, from what its sources read in its first
-  // `elapsed` seconds and --duration; nothing where neither tells (an input
-  // without an end, or nothing read yet).
-  std::optional<double> expected_rest_s(double elapsed) const;
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter; then, from any other thread,
   // recompile() compiles what runs the interpreter again.

@@ -609,7 +609,7 @@ TEST_CASE("jit: by default the segments start on the interpreter and switch to t
 // interpreter. Without the cancellation the run waited for the whole
 // compilation (about 0.7 s for the default probe's chain) and counted it.
 // The input is 50 s of paced traffic (its loops are worth compiling: the
-// compilation starts 0.1 s in), stopped by Ctrl-C at 0.25 s.
+// compilation starts 0.2 s in, CompileDecision), stopped by Ctrl-C at 0.25 s.
 TEST_CASE("jit: a run that ends before its loops are compiled cancels the compilation, and says so", "[jit]") {
   std::string dir = scratch("jit_eq", "cancel");
   std::string cfg = write_file(dir + "/p.pipe",
@@ -628,8 +628,8 @@ TEST_CASE("jit: a run that ends before its loops are compiled cancels the compil
 }
 
 // A run whose end can be told (a trace, generated traffic, --duration)
-// compiles its loops only if, 0.1 s in, it is to go on for 2 s more
-// (Runtime::compile_when_running): a compilation costs 0.3-0.45 s of a cpu
+// compiles its loops only if, 0.1 s and 0.2 s in, it is to go on for 2 s
+// more (CompileDecision): a compilation costs 0.3-0.45 s of a cpu
 // that a shorter run cannot win back, and made --jit slower than --no-jit
 // on a 0.6 s trace. The summary says why the segments stayed on the
 // interpreter; --jit-wait compiles them all the same. A source without an

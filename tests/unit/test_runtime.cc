@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/placement/host_topology.hh"
+#include "engine/runtime/compile_decision.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/packet/trace_mapping.hh"
 #include "engine/runtime/eth_device.hh"
@@ -619,6 +620,42 @@ TEST_CASE("pcap device: packets handed on in place outlive the device and the fi
   std::thread([&] { for (rte_mbuf *m : held) rte_pktmbuf_free(m); }).join();
   CHECK(rte_mempool_avail_count(pool) == 4096u);
   rte_mempool_free(pool);
+}
+
+// Whether a run whose end can be told compiles its loops: two looks, each
+// at the rate the inputs were read since the one before. One look from the
+// start compiled a 0.5 s trace run whose first 0.1 s was held up.
+TEST_CASE("compile decision: a start held up does not make a short run look long", "[runtime]") {
+  using V = CompileDecision::Verdict;
+  SECTION("held up 0.09 s of the first 0.1, then at 4 s a whole: declined at the second look") {
+    CompileDecision d;
+    CHECK(d.next_look() == Approx(0.1));
+    CHECK(d.look(0.1, {std::pair{0.0025, 1.0}}, std::nullopt) == V::Wait);  // from the start: 40 s more
+    CHECK(d.next_look() == Approx(0.2));
+    CHECK(d.look(0.2, {std::pair{0.2525, 1.0}}, std::nullopt) == V::Decline);  // 0.3 s more
+    CHECK(d.expected_end() == Approx(0.5).epsilon(0.01));
+  }
+  SECTION("a long run: compiled at the second look") {
+    CompileDecision d;
+    CHECK(d.look(0.1, {std::pair{0.01, 1.0}, std::pair{0.02, 1.0}}, std::nullopt) == V::Wait);
+    CHECK(d.look(0.2, {std::pair{0.02, 1.0}, std::pair{0.04, 1.0}}, std::nullopt) == V::Compile);
+  }
+  SECTION("a short run: declined at the first look, by its slowest lane") {
+    CompileDecision d;
+    CHECK(d.look(0.1, {std::pair{0.2, 1.0}, std::pair{0.1, 1.0}}, std::nullopt) == V::Decline);
+    CHECK(d.expected_end() == Approx(1.0));
+  }
+  SECTION("--duration bounds the rest; nothing that tells compiles at once") {
+    CompileDecision d;
+    CHECK(d.look(0.1, {std::pair{0.001, 1.0}}, 0.4) == V::Decline);
+    CompileDecision live;
+    CHECK(live.look(0.1, {std::nullopt}, std::nullopt) == V::Compile);
+    CompileDecision stalled;
+    CHECK(stalled.look(0.1, {std::pair{0.0, 1.0}}, std::nullopt) == V::Compile);
+    CompileDecision timed;
+    CHECK(timed.look(0.1, {std::nullopt}, 5.0) == V::Wait);
+    CHECK(timed.look(0.2, {std::nullopt}, 4.9) == V::Compile);
+  }
 }
 
 namespace {

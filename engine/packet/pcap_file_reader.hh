@@ -8,9 +8,10 @@
 // thread bringing the pages in ahead when asked (ReadAhead); or in chunks of
 // 256 KiB read into buffers (slots) of whole records, a read() per chunk,
 // on a thread of its own reading ahead when asked. Mapped, the records'
-// bytes are copied once, by whoever takes them; read(), twice, the
-// kernel's copy on the reading thread (docs/performance.md, "A trace read
-// in place"). DPDK's net_pcap, which read these files
+// bytes are read in place (by a packet pointing at them, InPlaceRecords,
+// where the mapping is shared) or copied once, by whoever takes them;
+// read(), twice, the kernel's copy on the reading thread
+// (docs/performance.md, "A trace read in place"). DPDK's net_pcap, which read these files
 // before, went through libpcap's stdio: a read() per 4 KiB, a second copy,
 // microsecond times only, no wire length (docs/performance.md, "Trace
 // files"). Anything else (pcapng, older versions, other magics and link

@@ -86,8 +86,8 @@ class EthDevice {
   // Trace files read whole by each of several lanes, each lane keeping its
   // share: the records whose symmetric software RSS hash (rss_hash of the
   // headers as the lane would parse them) picks `lane` of `lanes`; the
-  // others are passed over in the mapping, never copied. So a packet is
-  // copied, parsed and metered on one core (dealing a burst read by one
+  // others are passed over in the mapping, never taken. So a packet is
+  // taken, parsed and metered on one core (dealing a burst read by one
   // lane out to the others made the others' caches miss on every packet).
   // Before the first receive().
   void keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash);

@@ -2,11 +2,14 @@
 // generated traffic, a --duration) compiles its fused loops
 // (Runtime::compile_when_running). A compilation takes 0.3-0.45 s of a cpu,
 // which a run that ends within 2 s cannot win back (docs/jit.md), so the
-// run looks twice, 0.1 s and 0.2 s in, at how long it is to go on; each
-// look takes the rate its inputs were read since the one before, and the
-// loops are compiled only if both say 2 s or more. One look from the start
-// read a start held up (the page cache, a VM's other work) as a long run: a
-// 0.5 s trace run compiled, and took 0.7 s.
+// run looks, every 0.1 s, at how long it is to go on, each look at the
+// rate its inputs were read since the one before; two looks that say 2 s
+// or more compile the loops, one that says less declines. A look at which
+// a lane has read nothing since the last one (a lane not started yet)
+// waits for the next, for up to 1 s. One look from the start, where
+// nothing read meant "compile", made a 0.5 s trace run whose start was
+// held up (a lane 0.08 s late, the trace's pages read again from the disk)
+// look long, and compile.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -21,14 +24,15 @@ class CompileDecision {
  public:
   enum class Verdict { Wait, Compile, Decline };
   static constexpr double kLookEveryS = 0.1, kRepaysAfterS = 2.0;
-  static constexpr int kLooks = 2;
+  static constexpr int kLongLooks = 2, kMaxLooks = 10;
 
   // When to look next, in seconds into the run.
   double next_look() const { return kLookEveryS * (looks_ + 1); }
   // A look, `elapsed` seconds into the run: each lane's input read so far
   // of its whole (nullopt where the lane cannot tell), and what --duration
   // leaves of the run (nullopt without one). Compile at once where nothing
-  // tells how long the run is (or nothing was read since the last look).
+  // tells how long the run is (a live input), or where an input has still
+  // read nothing since the last look at the kMaxLooks-th.
   Verdict look(double elapsed, const std::vector<std::optional<std::pair<double, double>>> &lanes,
                std::optional<double> duration_left) {
     const double window = elapsed - last_;
@@ -48,19 +52,21 @@ class CompileDecision {
                                           : std::numeric_limits<double>::infinity());
       read_[l] = read;
     }
+    ++looks_;
     if (told && !std::isinf(longest)) rest = rest ? std::min(*rest, longest) : longest;
+    else if (told && !rest && looks_ < kMaxLooks) return Verdict::Wait;  // a lane read nothing: look again
     if (!rest) return Verdict::Compile;
     if (*rest < kRepaysAfterS) {
       expected_end_ = elapsed + *rest;
       return Verdict::Decline;
     }
-    return ++looks_ == kLooks ? Verdict::Compile : Verdict::Wait;
+    return ++long_looks_ == kLongLooks ? Verdict::Compile : Verdict::Wait;
   }
   // Declined: when the look that declined expected the run to end.
   double expected_end() const { return expected_end_; }
 
  private:
-  int looks_ = 0;
+  int looks_ = 0, long_looks_ = 0;
   double last_ = 0;            // the last look's time
   std::vector<double> read_;   // each lane's input read at the last look
   double expected_end_ = 0;

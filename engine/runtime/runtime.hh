@@ -136,8 +136,8 @@ class Runtime {
   // short run never waits for the compiler). A loop that cannot be compiled
   // leaves its segment on the interpreter, with a warning.
   // A run whose end can be told (trace files, generated traffic, a
-  // --duration) compiles only if it is to go on for 2 s more, at two looks
-  // 0.1 s and 0.2 s in (CompileDecision); --jit-wait compiles every time.
+  // --duration) compiles only if it is to go on for 2 s more, at looks
+  // every 0.1 s (CompileDecision); --jit-wait compiles every time.
   void compile_when_running() { compile_when_running_ = true; }
   // From a job on the segment thread that holds `e` (a handler write): its
   // segment goes back to the interpreter; then, from any other thread,

@@ -628,7 +628,7 @@ TEST_CASE("jit: a run that ends before its loops are compiled cancels the compil
 }
 
 // A run whose end can be told (a trace, generated traffic, --duration)
-// compiles its loops only if, 0.1 s and 0.2 s in, it is to go on for 2 s
+// compiles its loops only if, at looks every 0.1 s, it is to go on for 2 s
 // more (CompileDecision): a compilation costs 0.3-0.45 s of a cpu
 // that a shorter run cannot win back, and made --jit slower than --no-jit
 // on a 0.6 s trace. The summary says why the segments stayed on the

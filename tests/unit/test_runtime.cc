@@ -622,9 +622,11 @@ TEST_CASE("pcap device: packets handed on in place outlive the device and the fi
   rte_mempool_free(pool);
 }
 
-// Whether a run whose end can be told compiles its loops: two looks, each
-// at the rate the inputs were read since the one before. One look from the
-// start compiled a 0.5 s trace run whose first 0.1 s was held up.
+// Whether a run whose end can be told compiles its loops: two looks that
+// say 2 s or more, each at the rate the inputs were read since the one
+// before; a lane that has read nothing yet is looked at again. One look
+// from the start compiled a 0.5 s trace run whose start was held up, and a
+// lane that had read nothing by then made the run compile at once.
 TEST_CASE("compile decision: a start held up does not make a short run look long", "[runtime]") {
   using V = CompileDecision::Verdict;
   SECTION("held up 0.09 s of the first 0.1, then at 4 s a whole: declined at the second look") {
@@ -650,11 +652,19 @@ TEST_CASE("compile decision: a start held up does not make a short run look long
     CHECK(d.look(0.1, {std::pair{0.001, 1.0}}, 0.4) == V::Decline);
     CompileDecision live;
     CHECK(live.look(0.1, {std::nullopt}, std::nullopt) == V::Compile);
-    CompileDecision stalled;
-    CHECK(stalled.look(0.1, {std::pair{0.0, 1.0}}, std::nullopt) == V::Compile);
     CompileDecision timed;
     CHECK(timed.look(0.1, {std::nullopt}, 5.0) == V::Wait);
     CHECK(timed.look(0.2, {std::nullopt}, 4.9) == V::Compile);
+  }
+  SECTION("a lane that has read nothing yet is looked at again; one that reads nothing for 1 s compiles") {
+    CompileDecision late;
+    CHECK(late.look(0.1, {std::pair{0.2, 1.0}, std::pair{0.0, 1.0}}, std::nullopt) == V::Wait);
+    CHECK(late.look(0.2, {std::pair{0.4, 1.0}, std::pair{0.25, 1.0}}, std::nullopt) == V::Decline);
+    CHECK(late.expected_end() == Approx(0.5));  // the late lane: 0.75 left at 0.25 in 0.1 s
+    CompileDecision stalled;
+    for (int look = 1; look < CompileDecision::kMaxLooks; ++look)
+      REQUIRE(stalled.look(0.1 * look, {std::pair{0.0, 1.0}}, std::nullopt) == V::Wait);
+    CHECK(stalled.look(1.0, {std::pair{0.0, 1.0}}, std::nullopt) == V::Compile);
   }
 }
 

@@ -12,8 +12,9 @@
 # that never times a flow out still sees each copy's flows as new ones.
 # DISTINCT=0: the copies keep their addresses. Made once into $BENCH_CACHE (default
 # build/bench-cache); the first run reads it from disk, so each meter runs
-# once unmeasured first, then REPS (default 5) times interleaved
-# (rep 1: a b c ..., rep 2: b c ... a): the page cache holds the file.
+# once unmeasured first, then REPS (default 5) times interleaved, each
+# round in an order of its own, the file read back into the page cache
+# after each run.
 #
 # The meters, each reading the pcap and exporting flows (where it exports
 # over the network, to a loopback UDP socket this script binds and never
@@ -157,16 +158,18 @@ for v in "${VARS[@]}"; do  # warm the page cache; count the records
 done
 declare -A times
 n=${#VARS[@]}
+# Each round in an order of its own (the same for a given REPS): with the
+# variants in one order turned round, the one after nfpcapd was always the
+# same, and ran 0.02-0.05 s slower than elsewhere (the next process after a
+# run of nfpcapd's size starts slower; a sync, a pause did not help).
 for ((r = 0; r < REPS; r++)); do
-  for ((k = 0; k < n; k++)); do
-    v=${VARS[$(((k + r) % n))]}
+  mapfile -t order < <(printf '%s\n' "${VARS[@]}" | shuf --random-source=<(yes "round $r"))
+  for v in "${order[@]}"; do
     read -r w c <<< "$(secs "$v")"
     times[$v]+="$w "
     cpu[$v]+="$c "
     # The trace back in the page cache (nfpcapd's memory pushes some of it
-    # out) and what a run wrote on the disk, before the next run: the
-    # variant after nfpcapd, always the same one in this rotation, ran
-    # 0.02-0.03 s slower than elsewhere.
+    # out) and what a run wrote on the disk, before the next run.
     sync; cat "$TRACE" > /dev/null
   done
 done

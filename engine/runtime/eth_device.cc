@@ -233,8 +233,15 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
 uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
   uint16_t got = 0;
   take_buffers(n);
-  if (file_ && file_->record_mapping())  // pages of records still out stay mapped
-    file_->hold_pages_from(in_place_.held_from(file_->offset(), file_->record_mapping()));
+  // Pages of records still out stay mapped, up to 256 MiB behind the walk
+  // (a packet held for good would keep the whole file mapped; past that, a
+  // read of its bytes maps its page again).
+  if (file_ && file_->record_mapping()) {
+    constexpr size_t kHeldBehind = size_t(256) << 20;
+    const size_t walk = file_->offset();
+    file_->hold_pages_from(std::max(in_place_.held_from(walk, file_->record_mapping()),
+                                    walk > kHeldBehind ? walk - kHeldBehind : 0));
+  }
   while (got < n && current_ < spec_.files.size()) {
     if (!file_) {
       try {

@@ -7,9 +7,8 @@
 // or more compile the loops, one that says less declines. A look at which
 // a lane has read nothing since the last one (a lane not started yet)
 // waits for the next, for up to 1 s. One look from the start, where
-// nothing read meant "compile", made a 0.5 s trace run whose start was
-// held up (a lane 0.08 s late, the trace's pages read again from the disk)
-// look long, and compile.
+// nothing read meant "compile", made 0.5 s trace runs whose start was held
+// up (a lane started late) look long now and then, and compile.
 #pragma once
 #include <algorithm>
 #include <cmath>

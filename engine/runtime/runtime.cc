@@ -268,8 +268,8 @@ void Runtime::run() {
     for (auto &s : running_.segments) s->start(programs_.program_for(*s));
   }
   // Where the run's end can be told, whether to compile is decided at the
-  // looks (below); else the compilation starts now,
-  // before a reload can start (below): it compiles in the background too.
+  // looks (below); else the compilation starts now, before a reload can
+  // start (below): it compiles in the background too.
   bool jit_deciding = false;
   CompileDecision decision;
   if (compile_when_running_) {

@@ -62,6 +62,14 @@ inline void reverse_key(uint64_t w[5]) {
 // compiles this file again with other hashes and bounds, to compare.
 #ifndef SLUICE_FLOW_CACHE_HASH
 #define SLUICE_FLOW_CACHE_HASH flow_hash
+#define SLUICE_FLOW_CACHE_HASH_BATCH flow_hash_batch
+#endif
+#ifndef SLUICE_FLOW_CACHE_HASH_BATCH
+// Another hash (the bench's variants): one key at a time.
+inline void hash_each(const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h) {
+  for (unsigned i = 0; i < n; ++i) h[i] = SLUICE_FLOW_CACHE_HASH(key, w[i]);
+}
+#define SLUICE_FLOW_CACHE_HASH_BATCH hash_each
 #endif
 #ifndef SLUICE_FLOW_CACHE_MAX_PROBE
 #define SLUICE_FLOW_CACHE_MAX_PROBE FlowCache::kMaxProbe
@@ -256,11 +264,17 @@ size_t FlowCache::bytes() const {
 
 void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
                         Prepared &p) const {
+  uint64_t w[5];
+  prepare_key(m, t, labels, source, p, w);
+  place(SLUICE_FLOW_CACHE_HASH(hash_key_, w), p);
+}
+
+void FlowCache::prepare_key(const PacketMeta &m, uint64_t t, const PacketLabels *labels,
+                            const FlowPacketSource *source, Prepared &p, uint64_t w[5]) const {
   p.labels = labels && labels->count ? labels : nullptr;
   p.meta = &m;
   p.source = source ? *source : FlowPacketSource{};
-  uint64_t w[5];
-  std::memcpy(w, &m, sizeof w);  // addresses, ports, protocol, then status and flags (masked off)
+  std::memcpy(w, &m, 5 * sizeof(uint64_t));  // addresses, ports, protocol, then status and flags (masked off)
   const bool l4 = m.has_l4();
   const uint64_t *mask = l4 ? key_mask_ : key_mask_no_l4_;
   // bytes 37..39 are PacketMeta's status and flags: FlowKey's is_ipv6 and vlan instead
@@ -278,16 +292,14 @@ void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *lab
     }
   }
   store_key(p.key, w);
-  hash_into(w, p);
   p.tcp_flags = l4 && m.ip_proto == 6 ? m.tcp_flags : 0;
   p.length = m.ip_total_length;
   p.is_ip = 1;
   p.time = t;
 }
 
-// Home bucket and tag of the canonical key w.
-void FlowCache::hash_into(const uint64_t w[5], Prepared &p) const {
-  uint64_t h = SLUICE_FLOW_CACHE_HASH(hash_key_, w);
+// Home bucket and tag from the hash of the canonical key.
+void FlowCache::place(uint64_t h, Prepared &p) const {
   p.home = uint32_t((h >> 32) * nbuckets_ >> 32);
   p.tag = uint16_t(h) ? uint16_t(h) : 1;
 }
@@ -566,7 +578,7 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
       }
       Prepared p{};
       store_key(p.key, w);
-      hash_into(w, p);
+      place(SLUICE_FLOW_CACHE_HASH(hash_key_, w), p);
       uint32_t s = lookup(p);
       if (s == kNone) {
         const uint32_t bucket = used_ < capacity_ ? free_way_bucket(p.home) : kNone;
@@ -817,16 +829,26 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
   unsigned total = 0;
   for (unsigned base = 0; base < n; base += kBatch) {
     const unsigned k = std::min(kBatch, n - base);
-    // 1. keys and hashes; prefetch the home buckets
+    // 1. keys, then their hashes all at once (flow_hash_batch); prefetch the
+    // home buckets
+    uint64_t words[kBatch][5], hashes[kBatch];
     for (unsigned i = 0; i < k; ++i) {
       const PacketMeta &m = *metas[base + i];
       Prepared &p = scratch_[i];
       if (!m.is_ip()) {
         p.is_ip = 0;
         p.time = times_ns[base + i];
+        std::memset(words[i], 0, sizeof words[i]);  // hashed, not used
         continue;
       }
-      prepare(m, times_ns[base + i], labels ? labels[base + i] : nullptr, sources ? &sources[base + i] : nullptr, p);
+      prepare_key(m, times_ns[base + i], labels ? labels[base + i] : nullptr,
+                  sources ? &sources[base + i] : nullptr, p, words[i]);
+    }
+    SLUICE_FLOW_CACHE_HASH_BATCH(hash_key_, words, k, hashes);
+    for (unsigned i = 0; i < k; ++i) {
+      Prepared &p = scratch_[i];
+      if (!p.is_ip) continue;
+      place(hashes[i], p);
       prefetch(&buckets_[p.home]);
     }
     // 2. and 3., overlapped: prefetch the entry of the first matching tag (both

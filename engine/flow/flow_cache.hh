@@ -109,6 +109,8 @@
 //   the RSS hash. Records do not depend on the key: slots are handed out in
 //   packet order and swept (CLOCK), scanned (expire) and flushed in slot
 //   order; the key only decides, where a window is full, which flow leaves.
+//   account_batch() hashes a batch's keys together (flow_hash_batch: eight
+//   side by side where the CPU has AVX2).
 // * Victim: CLOCK (second chance). Every packet sets its entry's reference
 //   bit; the hand sweeps at most kSweep entries from where it stopped,
 //   clearing reference bits, and takes the first entry that is due, ended or
@@ -322,7 +324,9 @@ class FlowCache {
   void swap_directions(uint32_t s);
   void apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels);
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
-  void hash_into(const uint64_t w[5], Prepared &p) const;
+  void prepare_key(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
+                   Prepared &p, uint64_t w[5]) const;  // all but the hash: the canonical key's words to w
+  void place(uint64_t hash, Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
   uint32_t free_way_bucket(uint32_t home) const;
   void index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag);

@@ -3,7 +3,6 @@
 #include <stdexcept>
 
 #include "engine/packet/parse.hh"
-#include "engine/packet/rss_hash.hh"
 #include "engine/base/clock.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/run_context.hh"
@@ -212,7 +211,7 @@ class TrafficGenRuntime final : public SourceElement {
       PacketAnno &a = anno(m);
       parse_packet(d, len, LinkType::Ethernet, a.meta, len);
       a.time_ns = p.ts_ns;
-      a.hash = symmetric_hash(a.meta);
+      a.hash = p.rss_hash;
       a.wire_len = len;
       a.if_index = if_index_;
       a.flow_direction = direction_;

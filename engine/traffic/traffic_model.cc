@@ -350,7 +350,8 @@ void Generator::start_flow(uint64_t t0) {
   m.dst_port = f.dst_port;
   m.ip_proto = f.proto;
   m.flags = uint16_t((v6 ? PacketMeta::kIpv6 : PacketMeta::kIpv4) | PacketMeta::kHasL4);
-  f.lane = lane_for(symmetric_hash(m), cfg_.lanes);
+  f.rss_hash = symmetric_hash(m);
+  f.lane = lane_for(f.rss_hash, cfg_.lanes);
 
   // Flow size, RTT, gaps.
   bool dns = udp && f.dst_port == 53;
@@ -409,7 +410,7 @@ void Generator::write(Active &a, int dir, uint8_t flags, bool data) {
   GeneratedLane &lane = out_.lanes[f.lane];
   const uint64_t offset = lane.bytes.size();
   uint8_t *p = lane.bytes.append(frame);
-  lane.packets.push_back(GeneratedPacket{a.t, offset, frame});
+  lane.packets.push_back(GeneratedPacket{a.t, offset, frame, f.rss_hash});
 
   // Ethernet (+ 802.1Q)
   std::memcpy(p, kMacs[dir], 12);

@@ -158,6 +158,7 @@ struct TrafficFlow {
   bool is_ipv6;
   uint16_t vlan;         // 0 = untagged
   uint32_t lane;
+  uint32_t rss_hash;     // symmetric_hash() of the key: the same both ways
   FlowEnd end;
   TrafficFlowDirection fwd;  // client -> server
   TrafficFlowDirection rev;  // server -> client
@@ -241,8 +242,12 @@ struct GeneratedPacket {
   uint64_t ts_ns;          // absolute trace time
   uint64_t offset : 48;    // into GeneratedLane::bytes
   uint64_t length : 16;    // frame length, Ethernet without FCS
+  // symmetric_hash() of the frame's headers, as a NIC's RSS would give it
+  // (computed once per flow here, so a replay does not spend a lane's cpu
+  // on it: a NIC computes it in hardware).
+  uint32_t rss_hash;
 };
-static_assert(sizeof(GeneratedPacket) == 16);
+static_assert(sizeof(GeneratedPacket) == 24);
 
 // The packets of one lane, in non-decreasing time order; frames are stored
 // back to back in that order.

@@ -189,7 +189,7 @@ TEST_CASE("traffic: a pinned digest of a small trace", "[traffic]") {
   CHECK(digest(g) == 0x65087bc3ebc5c505ull);
 }
 
-TEST_CASE("traffic: every packet parses, with valid checksums, lengths and order", "[traffic]") {
+TEST_CASE("traffic: every packet parses, with valid checksums, lengths, order and RSS hash", "[traffic]") {
   TrafficConfig c = small_config();
   c.ipv6 = 0.5;
   c.udp = 0.4;
@@ -212,6 +212,8 @@ TEST_CASE("traffic: every packet parses, with valid checksums, lengths and order
     REQUIRE(p.ts_ns >= c.start_ns);
     REQUIRE(p.ts_ns <= end);
     last[l] = p.ts_ns;
+    // the hash a replay hands on is the parsed headers' (TrafficGen sets it, not computes it)
+    REQUIRE(p.rss_hash == symmetric_hash(m));
     REQUIRE(lane_for(symmetric_hash(m), c.lanes) == l);
 
     REQUIRE(m.has_l4());

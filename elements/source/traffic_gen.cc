@@ -29,7 +29,9 @@ const ElementSpec &traffic_gen_spec() {
               "heavy-tailed: many short flows and a few long, large ones. Each flow is a TCP or UDP "
               "conversation in both directions over IPv4 or IPv6; TCP flows open with a handshake and close "
               "with FIN. Timestamps cover `duration` of trace time.\n\n"
-              "With `queues N` the flows are split over N lanes by the same symmetric hash RSSSource uses. "
+              "With `queues N` the flows are split over N lanes by the same symmetric hash RSSSource uses; "
+              "each packet carries that hash as a NIC's RSS would give it, computed once per flow when the "
+              "traffic is generated, not on the lane. "
               "With `rate` the replay is paced in wall-clock time; without it packets come as fast as the "
               "lane takes them. `TrafficGen -> PcapSink` writes the generated traffic to a trace file.")
           .arg(ArgSpec::count("flows")

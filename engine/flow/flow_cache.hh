@@ -325,7 +325,7 @@ class FlowCache {
   void apply_labels(uint32_t slot, Entry &e, const PacketLabels &labels);
   FlowPacketOutcome account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out);
   void prepare_key(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
-                   Prepared &p, uint64_t w[5]) const;  // all but the hash: the canonical key's words to w
+                   Prepared &p, uint64_t words[5]) const;  // all but the hash: the canonical key's words to words
   void place(uint64_t hash, Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
   uint32_t free_way_bucket(uint32_t home) const;

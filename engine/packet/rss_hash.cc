@@ -41,6 +41,9 @@ ToeplitzHash::ToeplitzHash(const uint8_t *key, size_t key_len) : max_len_(0) {
       table_[pos][v] = h;
     }
   }
+  // hash_folded() needs the key's 16-bit period over all of it, and both tables built.
+  period16_ = max_len_ >= 2 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+  for (size_t i = 2; i < key_len; ++i) period16_ = period16_ && key[i] == key[i - 2];
 }
 
 uint32_t rss_hash(const PacketMeta &m, const ToeplitzHash &hash) {

@@ -124,6 +124,55 @@ TEST_CASE("rss: the table-driven hash equals DPDK's rte_softrss", "[rss]") {
   }
 }
 
+// The symmetric key's hash is computed folded (the even input bytes XORed
+// together, and the odd ones: ToeplitzHash::hash_folded); a key without a
+// 16-bit period, byte by byte. Both against the definition, bit by bit, at
+// every input length (not only multiples of 4, as above), and with keys
+// whose period breaks at the first or last byte.
+TEST_CASE("rss: a key with a 16-bit period hashes folded inputs, as the definition does", "[rss]") {
+  auto toeplitz = [](const uint8_t *key, const uint8_t *in, size_t len) {
+    uint32_t h = 0;
+    for (size_t bit = 0; bit < 8 * len; ++bit) {
+      if (!(in[bit / 8] & (0x80u >> (bit % 8)))) continue;
+      uint32_t window = 0;  // key bits [bit, bit + 32)
+      for (size_t k = 0; k < 32; ++k)
+        window = window << 1 | ((key[(bit + k) / 8] >> (7 - (bit + k) % 8)) & 1u);
+      h ^= window;
+    }
+    return h;
+  };
+  uint8_t first_off[ToeplitzHash::kKeyLen], last_off[ToeplitzHash::kKeyLen];
+  std::memcpy(first_off, ToeplitzHash::kSymmetricKey, sizeof first_off);
+  std::memcpy(last_off, ToeplitzHash::kSymmetricKey, sizeof last_off);
+  first_off[0] ^= 1;
+  last_off[ToeplitzHash::kKeyLen - 1] ^= 0x80;
+  const NamedKey keys[] = {{"symmetric", ToeplitzHash::kSymmetricKey},
+                           {"microsoft", ToeplitzHash::kMicrosoftKey},
+                           {"symmetric, first byte off", first_off},
+                           {"symmetric, last byte off", last_off}};
+  std::mt19937_64 rng(0xf01d);
+  uint8_t in[ToeplitzHash::kMaxInputLen];
+  for (const NamedKey &k : keys) {
+    INFO(k.name << " key");
+    const ToeplitzHash h(k.key);
+    for (int i = 0; i < 3000; ++i) {
+      for (uint8_t &b : in) b = uint8_t(rng());
+      for (size_t len = 0; len <= ToeplitzHash::kMaxInputLen; ++len) {
+        INFO("length " << len);
+        REQUIRE(h.hash(in, len) == toeplitz(k.key, in, len));
+      }
+    }
+  }
+  // Short keys: the period holds, but fewer than two tables are built.
+  for (size_t key_len : {4, 5, 6, 7}) {
+    const ToeplitzHash h(ToeplitzHash::kSymmetricKey, key_len);
+    for (size_t len = 0; len <= h.max_input_len(); ++len) {
+      for (uint8_t &b : in) b = uint8_t(rng());
+      REQUIRE(h.hash(in, len) == toeplitz(ToeplitzHash::kSymmetricKey, in, len));
+    }
+  }
+}
+
 // Microsoft's "Verifying the RSS Hash Calculation" suite, also in the Intel
 // 82599 datasheet (7.1.2.8.3) and DPDK's app/test/test_thash.c.
 TEST_CASE("rss: Microsoft RSS verification suite", "[rss]") {

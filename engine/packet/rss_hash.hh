@@ -15,7 +15,8 @@ namespace sluice {
 // Table-driven Toeplitz: the hash is linear (XOR) in the input bits, so the
 // contribution of every byte value at every input position is precomputed
 // and hashing is one table load and XOR per input byte, instead of a
-// shift-and-XOR per set input bit with data-dependent branches.
+// shift-and-XOR per set input bit with data-dependent branches (two loads in
+// all for a key with a 16-bit period, such as kSymmetricKey: hash_folded).
 //
 // Results equal DPDK's rte_softrss and the Microsoft RSS verification suite
 // for the same key and the standard input order: source address, destination

@@ -88,6 +88,42 @@ bool InPlaceRecords::attach(rte_mbuf *m, const uint8_t *data, uint32_t len, size
   return true;
 }
 
+namespace {
+// What rte_pktmbuf_detach() does to a buffer once its external buffer's
+// reference is given back (DPDK 22.11's rte_mbuf.h): it points at its own
+// data room again.
+void make_direct(rte_mbuf *m) {
+  rte_mempool *mp = m->pool;
+  const uint16_t priv_size = rte_pktmbuf_priv_size(mp);
+  const uint32_t mbuf_size = uint32_t(sizeof(rte_mbuf) + priv_size);
+  m->priv_size = priv_size;
+  m->buf_addr = reinterpret_cast<char *>(m) + mbuf_size;
+  rte_mbuf_iova_set(m, rte_mempool_virt2iova(m) + mbuf_size);
+  m->buf_len = uint16_t(rte_pktmbuf_data_room_size(mp));
+  rte_pktmbuf_reset_headroom(m);
+  m->data_len = 0;
+  m->ol_flags = 0;
+}
+
+bool ours_alone(const rte_mbuf *m, rte_mbuf_extbuf_free_callback_t cb) {
+  return RTE_MBUF_HAS_EXTBUF(m) && m->shinfo->free_cb == cb && rte_mbuf_refcnt_read(m) == 1 && m->next == nullptr;
+}
+}  // namespace
+
+void InPlaceRecords::release_runs(rte_mbuf **m, unsigned n) {
+  for (unsigned i = 0; i < n;) {
+    if (!ours_alone(m[i], last_packet_freed)) {
+      ++i;
+      continue;
+    }
+    rte_mbuf_ext_shared_info *shinfo = m[i]->shinfo;
+    void *addr = m[i]->buf_addr;
+    unsigned k = 0;
+    for (; i < n && ours_alone(m[i], last_packet_freed) && m[i]->shinfo == shinfo; ++i, ++k) make_direct(m[i]);
+    if (rte_mbuf_ext_refcnt_update(shinfo, int16_t(-int(k))) == 0) shinfo->free_cb(addr, shinfo->fcb_opaque);
+  }
+}
+
 size_t InPlaceRecords::held_from(size_t walk, const std::shared_ptr<TraceMapping> &mapping) {
   reclaim();
   for (const Block *b : out_)

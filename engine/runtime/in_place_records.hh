@@ -60,6 +60,14 @@ class InPlaceRecords {
   // Blocks out now (for tests).
   size_t blocks_out() const { return out_.size(); }
 
+  // Before packets are freed in bulk (free_packets): those of m[0..n) that
+  // point at records of a block (of any InPlaceRecords) and are nothing
+  // else's (one reference, one segment) become ordinary buffers of their
+  // pool again, and each run of them from one block gives its references
+  // back at once. DPDK's free gives them back one at a time, an atomic
+  // operation a packet: 7% of a one-lane trace run's lane (docs/performance.md).
+  static void release_runs(rte_mbuf **m, unsigned n);
+
  private:
   struct Block;
   static void last_packet_freed(void *addr, void *block);  // the shared-info's free_cb

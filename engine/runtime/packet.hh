@@ -8,6 +8,7 @@
 
 #include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
+#include "engine/runtime/in_place_records.hh"
 
 namespace sluice {
 
@@ -70,7 +71,9 @@ inline int alloc_packets(rte_mempool *pool, rte_mbuf **m, unsigned n) {
   return rte_pktmbuf_alloc_bulk(pool, m, n);
 #endif
 }
-// rte_pktmbuf_free and rte_pktmbuf_free_bulk, with the release.
+// rte_pktmbuf_free and rte_pktmbuf_free_bulk, with the release; in bulk,
+// packets pointing at a trace's records give back their block's references
+// a run at a time (InPlaceRecords::release_runs).
 inline void free_packet(rte_mbuf *m) {
   packet_released(m);
   rte_pktmbuf_free(m);
@@ -79,6 +82,7 @@ inline void free_packets(rte_mbuf **m, unsigned n) {
 #ifdef SLUICE_TSAN
   for (unsigned i = 0; i < n; ++i) __tsan_release(m[i]);
 #endif
+  InPlaceRecords::release_runs(m, n);
   rte_pktmbuf_free_bulk(m, n);
 }
 

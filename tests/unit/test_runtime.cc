@@ -575,6 +575,83 @@ TEST_CASE("in-place records: blocks counted by their packets, reused once all ar
   rte_mempool_free(pool);
 }
 
+// Freed in bulk (free_packets), packets pointing at records give their
+// block's references back a run at a time (InPlaceRecords::release_runs)
+// and go back to the pool as ordinary buffers; a batch mixing two blocks,
+// copies and a packet with a second reference (a clone) frees each right.
+TEST_CASE("in-place records: packets freed in bulk give their blocks back a run at a time", "[runtime]") {
+  RingFixture f;  // DPDK up
+  constexpr unsigned kBlock = InPlaceRecords::kRecordsPerBlock;
+  rte_mempool *pool = rte_pktmbuf_pool_create("in_place_bulk", 3 * kBlock, 0, kMbufPrivSize, 256, SOCKET_ID_ANY);
+  REQUIRE(pool);
+  std::string path = test::scratch("in-place", "bulk") + "/bytes";
+  { std::ofstream(path) << std::string(4096, 'y'); }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::shared_ptr<TraceMapping> mapping = TraceMapping::open(fd, {});
+  close(fd);
+  REQUIRE(mapping);
+  const uint8_t *bytes = mapping->file().data();
+  const unsigned room = rte_pktmbuf_data_room_size(pool);
+  auto ordinary = [&](rte_mbuf *m) {  // what a buffer fresh from its pool looks like
+    return RTE_MBUF_DIRECT(m) && m->buf_addr == reinterpret_cast<char *>(m) + sizeof(rte_mbuf) + m->priv_size &&
+           m->buf_len == room && m->data_off == std::min<unsigned>(RTE_PKTMBUF_HEADROOM, room) && m->data_len == 0 &&
+           m->ol_flags == 0;
+  };
+  InPlaceRecords records;
+  // Block 0 gets kBlock records, block 1 (opened by the next) 10.
+  std::vector<rte_mbuf *> in(kBlock + 10);
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool, in.data(), unsigned(in.size())) == 0);
+  for (unsigned i = 0; i < in.size(); ++i) REQUIRE(records.attach(in[i], bytes + i % 4000, 60, 1000 + i, mapping));
+  REQUIRE(records.blocks_out() == 2);
+  rte_mbuf *copies[2];
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool, copies, 2) == 0);
+  rte_mbuf *clone = rte_pktmbuf_clone(in[5], pool);  // a second packet on record 5's bytes
+  REQUIRE(clone);
+  rte_mbuf_refcnt_update(in[6], 1);  // and a second reference to record 6's packet
+
+  SECTION("released alone: the packets are ordinary, the block is given back with its last") {
+    std::vector<rte_mbuf *> run(in.begin(), in.begin() + 100);
+    InPlaceRecords::release_runs(run.data(), unsigned(run.size()));
+    for (unsigned i = 0; i < 100; ++i) {
+      INFO("packet " << i);
+      CHECK(ordinary(run[i]) == (i != 6));  // 6 has another reference: DPDK's free handles it
+    }
+    CHECK(records.held_from(9999, mapping) == 1000);  // block 0 still has packets out
+    rte_pktmbuf_free_bulk(run.data(), unsigned(run.size()));
+    CHECK(records.held_from(9999, mapping) == 1000);
+    for (unsigned i = 100; i < in.size(); ++i) rte_pktmbuf_free(in[i]);  // the rest, one at a time
+    rte_pktmbuf_free_bulk(copies, 2);
+  }
+  SECTION("freed in bulk in one mixed batch") {
+    std::vector<rte_mbuf *> batch;
+    for (unsigned i = 0; i < 300; ++i) batch.push_back(in[i]);
+    batch.push_back(copies[0]);
+    for (unsigned i = kBlock; i < kBlock + 10; ++i) batch.push_back(in[i]);  // block 1
+    for (unsigned i = 300; i < kBlock; ++i) batch.push_back(in[i]);  // block 0 again
+    batch.push_back(copies[1]);
+    free_packets(batch.data(), unsigned(batch.size()));
+  }
+  CHECK(rte_mempool_avail_count(pool) < 3 * kBlock);  // record 6 (and the clone) still out
+  CHECK(records.held_from(9999, mapping) == 1000);
+  rte_pktmbuf_free(in[6]);
+  CHECK(records.held_from(9999, mapping) == 1000);  // the clone still points at block 0
+  CHECK(*rte_pktmbuf_mtod(clone, const char *) == 'y');
+  rte_pktmbuf_free(clone);
+  records.close();
+  CHECK(records.held_from(9999, mapping) == 9999);  // both blocks given back
+  CHECK(records.blocks_out() == 0);
+  CHECK(rte_mempool_avail_count(pool) == 3 * kBlock);
+  // Every buffer the pool hands out again is an ordinary one.
+  std::vector<rte_mbuf *> again(3 * kBlock);
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool, again.data(), unsigned(again.size())) == 0);
+  size_t not_ordinary = 0;
+  for (rte_mbuf *m : again) not_ordinary += !ordinary(m);
+  CHECK(not_ordinary == 0);
+  rte_pktmbuf_free_bulk(again.data(), unsigned(again.size()));
+  rte_mempool_free(pool);
+}
+
 // Packets pointing at their records in the trace's mapping are read after
 // the device, its reader and the reader's hold on the mapping are gone, on
 // another thread, which frees them: each block of records keeps the

@@ -510,6 +510,20 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
   rte_mempool_free(pool);
 }
 
+namespace {
+// A 4 KiB scratch file of `fill` bytes, mapped: records to point packets at.
+std::shared_ptr<TraceMapping> mapped_scratch_bytes(const char *name, char fill) {
+  std::string path = test::scratch("in-place", name) + "/bytes";
+  { std::ofstream(path) << std::string(4096, fill); }
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  std::shared_ptr<TraceMapping> mapping = TraceMapping::open(fd, {});
+  close(fd);
+  REQUIRE(mapping);
+  return mapping;
+}
+}  // namespace
+
 // Blocks of records: a block is reused only once every packet of it is
 // freed, at most max_blocks are out (then the caller copies), and
 // held_from names the oldest record a packet still points at, so that the
@@ -519,13 +533,7 @@ TEST_CASE("in-place records: blocks counted by their packets, reused once all ar
   constexpr unsigned kBlock = InPlaceRecords::kRecordsPerBlock;
   rte_mempool *pool = rte_pktmbuf_pool_create("in_place_blocks", 3 * kBlock, 0, kMbufPrivSize, 64, SOCKET_ID_ANY);
   REQUIRE(pool);
-  std::string path = test::scratch("in-place", "blocks") + "/bytes";
-  { std::ofstream(path) << std::string(4096, 'x'); }
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  std::shared_ptr<TraceMapping> mapping = TraceMapping::open(fd, {});
-  close(fd);
-  REQUIRE(mapping);
+  std::shared_ptr<TraceMapping> mapping = mapped_scratch_bytes("blocks", 'x');
   const uint8_t *bytes = mapping->file().data();
   rte_mbuf *late[3];
   {
@@ -584,13 +592,7 @@ TEST_CASE("in-place records: packets freed in bulk give their blocks back a run 
   constexpr unsigned kBlock = InPlaceRecords::kRecordsPerBlock;
   rte_mempool *pool = rte_pktmbuf_pool_create("in_place_bulk", 3 * kBlock, 0, kMbufPrivSize, 256, SOCKET_ID_ANY);
   REQUIRE(pool);
-  std::string path = test::scratch("in-place", "bulk") + "/bytes";
-  { std::ofstream(path) << std::string(4096, 'y'); }
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(fd >= 0);
-  std::shared_ptr<TraceMapping> mapping = TraceMapping::open(fd, {});
-  close(fd);
-  REQUIRE(mapping);
+  std::shared_ptr<TraceMapping> mapping = mapped_scratch_bytes("bulk", 'y');
   const uint8_t *bytes = mapping->file().data();
   const unsigned room = rte_pktmbuf_data_room_size(pool);
   auto ordinary = [&](rte_mbuf *m) {  // what a buffer fresh from its pool looks like

@@ -307,7 +307,18 @@ void Runtime::run() {
       for (const SourceElement *s : lane_source_) lanes.push_back(s ? s->input_progress() : std::nullopt);
       std::optional<double> duration_left;
       if (ctx_.options.duration_ns) duration_left = std::max(0.0, double(ctx_.options.duration_ns) * 1e-9 - t);
-      CompileDecision::Verdict v = decision.look(t, lanes, duration_left);
+      std::vector<double> own;  // each lane's own time, by the segment that polls its source
+      {
+        std::shared_lock structure(structure_mutex_);
+        for (const SourceElement *src : lane_source_) {
+          double s = -1;
+          for (auto &seg : running_.segments)
+            for (const auto &polled : seg->sources())
+              if (polled.element == src) s = double(seg->own_time_ns()) * 1e-9;
+          own.push_back(s);
+        }
+      }
+      CompileDecision::Verdict v = decision.look(t, lanes, duration_left, own);
       if (v == CompileDecision::Verdict::Compile) {
         jit_deciding = false;
         recompile();

@@ -213,6 +213,25 @@ bool SegmentRunner::drain_inputs(const std::vector<const Channel *> &keep) {
   return any;
 }
 
+void SegmentRunner::rest_for(auto &&rest) {
+  const uint64_t t = mono_ns();
+  rest();
+  rested_ns_.fetch_add(mono_ns() - t, std::memory_order_relaxed);
+}
+
+uint64_t SegmentRunner::own_time_ns() const {
+  if (!loop_started_ns_.load(std::memory_order_acquire)) return 0;
+  uint64_t cpu;
+  timespec ts;
+  // An ended thread's clock is gone (it ends after done() says so): then
+  // what it used to its end.
+  if (!done() && clock_gettime(cpu_clock_, &ts) == 0)
+    cpu = uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec) - cpu_at_start_;
+  else
+    cpu = done() ? cpu_ns_ : 0;
+  return cpu + rested_ns_.load(std::memory_order_relaxed);
+}
+
 void SegmentRunner::run() {
   settlement_ = settle_current_thread(site_);
   note_cpu();
@@ -223,8 +242,9 @@ void SegmentRunner::run() {
 
   for (auto &job : start_jobs_) job();  // a reload's state moves, on the thread that owns it
   start_jobs_.clear();
+  if (pthread_getcpuclockid(pthread_self(), &cpu_clock_) != 0) cpu_clock_ = CLOCK_THREAD_CPUTIME_ID;
+  const uint64_t cpu_at_start = cpu_at_start_ = thread_cpu_ns();
   loop_started_ns_.store(mono_ns(), std::memory_order_release);
-  const uint64_t cpu_at_start = thread_cpu_ns();
   unsigned idle = 0, passes = 0;
   for (;;) {
     if ((++passes & 1023) == 0) note_cpu();  // where the thread really runs, for the summary
@@ -241,7 +261,7 @@ void SegmentRunner::run() {
     // SCHED_DEADLINE: give the rest of this period back; the kernel wakes
     // the thread at the next one.
     if (settlement_.deadline) {
-      sched_yield();
+      rest_for([] { sched_yield(); });
       continue;
     }
     // Nothing to do: back off so that idle threads leave the cores to busy
@@ -251,12 +271,14 @@ void SegmentRunner::run() {
     if (idle < 32)
       rte_pause();
     else if (!polls_sources())
-      doorbell_.wait([this] { return inputs_ready() || has_mail_.load(std::memory_order_relaxed); },
-                     tickers_.empty() ? 10'000'000 : 1'000'000);
+      rest_for([&] {
+        doorbell_.wait([this] { return inputs_ready() || has_mail_.load(std::memory_order_relaxed); },
+                       tickers_.empty() ? 10'000'000 : 1'000'000);
+      });
     else if (idle < 256)
-      sched_yield();
+      rest_for([] { sched_yield(); });
     else
-      usleep(idle < 4096 ? 20 : 200);
+      rest_for([&] { usleep(idle < 4096 ? 20 : 200); });
   }
   // End of input: elements hand on what they hold, upstream first, then the
   // segments downstream learn that nothing more will come.

@@ -118,6 +118,12 @@ class SegmentRunner {
   // After join: the cpu time the thread used from its loop's start to its
   // end (the end-of-input flush and drain included): Mpps per core.
   uint64_t cpu_ns() const { return cpu_ns_; }
+  // While it runs, from any thread: the time since its loop began that the
+  // thread ran or rested of its own accord (asleep or yielding with nothing
+  // to do), not the time it waited for a cpu that others had (0 before the
+  // loop began). What the compile decision reads a lane's pace by: on a
+  // busy machine, wall time makes a short run look long.
+  uint64_t own_time_ns() const;
 
   // Hot reload, from a job running on this thread (call()): takes what the
   // input channels hold through the elements until they are empty; and,
@@ -182,6 +188,12 @@ class SegmentRunner {
   ThreadSettlement settlement_;
   std::vector<int> cpus_seen_;  // written by the thread, read after join
   uint64_t cpu_ns_ = 0;         // likewise
+  // own_time_ns(): the thread's cpu clock and its cpu time when the loop
+  // began (set before loop_started_ns_), and the time it rested since.
+  clockid_t cpu_clock_{};
+  uint64_t cpu_at_start_ = 0;
+  std::atomic<uint64_t> rested_ns_{0};
+  void rest_for(auto &&rest);  // runs rest(), its time added to rested_ns_
   bool retired_ = false;        // set and read on the thread
   std::vector<std::function<void()>> start_jobs_;
   std::atomic<uint64_t> loop_started_ns_{0};

@@ -703,7 +703,8 @@ TEST_CASE("pcap device: packets handed on in place outlive the device and the fi
 
 // Whether a run whose end can be told compiles its loops: two looks that
 // say 2 s or more, each at the rate the inputs were read since the one
-// before; a lane that has read nothing yet is looked at again. One look
+// before, over each lane's own time; a lane that has read nothing yet is
+// looked at again. One look
 // from the start compiled a 0.5 s trace run whose start was held up, and a
 // lane that had read nothing by then made the run compile at once.
 TEST_CASE("compile decision: a start held up does not make a short run look long", "[runtime]") {
@@ -715,6 +716,26 @@ TEST_CASE("compile decision: a start held up does not make a short run look long
     CHECK(d.next_look() == Approx(0.2));
     CHECK(d.look(0.2, {std::pair{0.2525, 1.0}}, std::nullopt) == V::Decline);  // 0.3 s more
     CHECK(d.expected_end() == Approx(0.5).epsilon(0.01));
+  }
+  SECTION("a machine busy with other work: each lane's rate over its own time, not the wall's") {
+    // A lane that had a third of a cpu: 4% of the trace in each 0.1 s, in
+    // 0.033 s of its own; by the wall 2.4 s more, 0.79 s by its own
+    CompileDecision busy;
+    CHECK(busy.look(0.1, {std::pair{0.04, 1.0}}, std::nullopt, {0.033}) == V::Decline);
+    CHECK(busy.expected_end() == Approx(0.1 + 0.033 * 24).epsilon(0.01));
+    CompileDecision by_wall;  // the same looks without the lane's own time: compiled
+    CHECK(by_wall.look(0.1, {std::pair{0.04, 1.0}}, std::nullopt) == V::Wait);
+    CHECK(by_wall.look(0.2, {std::pair{0.08, 1.0}}, std::nullopt) == V::Compile);
+    // A paced lane rests between its packets: resting is its own time, so
+    // a long paced run still compiles
+    CompileDecision paced;
+    CHECK(paced.look(0.1, {std::pair{0.002, 1.0}}, std::nullopt, {0.099}) == V::Wait);
+    CHECK(paced.look(0.2, {std::pair{0.004, 1.0}}, std::nullopt, {0.198}) == V::Compile);
+    // A lane whose own time did not grow (its segment replaced by a reload,
+    // its time starting over) is read by the wall
+    CompileDecision reloaded;
+    CHECK(reloaded.look(0.1, {std::pair{0.01, 1.0}}, std::nullopt, {0.1}) == V::Wait);
+    CHECK(reloaded.look(0.2, {std::pair{0.02, 1.0}}, std::nullopt, {0.0}) == V::Compile);
   }
   SECTION("a long run: compiled at the second look") {
     CompileDecision d;

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/base/clock.hh"
 #include "engine/placement/host_topology.hh"
 #include "engine/runtime/compile_decision.hh"
 #include "engine/runtime/dpdk_env.hh"
@@ -832,6 +833,55 @@ struct CountingProgram : SegmentProgram {
   const char *kind() const override { return "counting"; }
 };
 }  // namespace
+
+namespace {
+// A loop body that is always busy, until told to stop.
+struct SpinningProgram : SegmentProgram {
+  std::atomic<bool> stop{false};
+  bool step(SegmentRunner &) override {
+    if (stop.load(std::memory_order_relaxed)) return false;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+         std::chrono::steady_clock::now() < until;) {
+    }
+    return true;
+  }
+  const char *kind() const override { return "spinning"; }
+};
+}  // namespace
+
+// The compile decision reads a lane's pace by its own time: on a cpu it
+// shares with another busy thread, a segment's own time is about half the
+// wall's, not all of it (the time it waited for the cpu is not its own).
+TEST_CASE("segment: its own time is what it ran or rested, not what it waited for a cpu", "[runtime]") {
+  const int cpu = sched_getcpu();
+  REQUIRE(cpu >= 0);
+  Segment seg;
+  SegmentRunner runner(seg);
+  runner.set_site(ThreadSite{cpu, -1, 0, 0});
+  SpinningProgram program;
+  CHECK(runner.own_time_ns() == 0);  // before its loop began
+  std::atomic<bool> hog_stop{false};
+  std::thread hog([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
+    while (!hog_stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  runner.start(&program);
+  while (!runner.loop_started_ns()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const double own = double(runner.own_time_ns()), wall = double(mono_ns() - runner.loop_started_ns());
+  program.stop = true;
+  runner.join();
+  hog_stop = true;
+  hog.join();
+  INFO("own " << own / 1e6 << " ms of " << wall / 1e6 << " ms");
+  CHECK(own > 0.1 * wall);   // it ran
+  CHECK(own < 0.75 * wall);  // about half: the hog had the rest
+  CHECK(runner.own_time_ns() >= uint64_t(own));  // ended: what it used to its end
+}
 
 TEST_CASE("segment: the loop is swapped between batches, element state stays", "[runtime]") {
   auto c = test::compile_text(

@@ -79,10 +79,10 @@ inline void free_packet(rte_mbuf *m) {
   rte_pktmbuf_free(m);
 }
 inline void free_packets(rte_mbuf **m, unsigned n) {
+  InPlaceRecords::release_runs(m, n);  // reads and writes the buffers: before their release
 #ifdef SLUICE_TSAN
   for (unsigned i = 0; i < n; ++i) __tsan_release(m[i]);
 #endif
-  InPlaceRecords::release_runs(m, n);
   rte_pktmbuf_free_bulk(m, n);
 }
 

@@ -67,9 +67,10 @@ test_all() {
 # AddressSanitizer with UndefinedBehaviorSanitizer, every test but two; then
 # ThreadSanitizer, the hot-reload and control tests and the trace reader's
 # threads (reading ahead, bringing a mapping's pages in, packets pointing
-# into the mapping freed on other threads; threads meet there).
+# into the mapping freed on other threads; threads meet there), and a
+# segment's own time read from another thread.
 # Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
-TSAN_TESTS='reload|ctl|control|reading ahead|mapped trace|brought in ahead|handed on in place|in-place records'  # the names of the tests run under ThreadSanitizer
+TSAN_TESTS='reload|ctl|control|reading ahead|mapped trace|brought in ahead|handed on in place|in-place records|its own time is'  # the names of the tests run under ThreadSanitizer
 sanitized_tests() {
   local asan="$BUILD-asan" tsan="$BUILD-tsan"
   sanitized_build "$asan" address,undefined

@@ -68,10 +68,9 @@ test_all() {
 # ThreadSanitizer, the hot-reload and control tests and the trace reader's
 # threads (reading ahead, bringing a mapping's pages in, packets pointing
 # into the mapping freed on other threads; threads meet there), and a
-# segment's own time read from another thread, a trace's records dealt by
-# its first lane to the others.
+# segment's own time read from another thread.
 # Any report fails the test it happened in. SLUICE_SANITIZERS=0 skips them.
-TSAN_TESTS='reload|ctl|control|reading ahead|mapped trace|brought in ahead|handed on in place|in-place records|its own time is|dealt by lane 0'  # the names of the tests run under ThreadSanitizer
+TSAN_TESTS='reload|ctl|control|reading ahead|mapped trace|brought in ahead|handed on in place|in-place records|its own time is'  # the names of the tests run under ThreadSanitizer
 sanitized_tests() {
   local asan="$BUILD-asan" tsan="$BUILD-tsan"
   sanitized_build "$asan" address,undefined

@@ -41,9 +41,8 @@ const ElementSpec &rss_source_spec() {
               "once per queue, with `$queue` bound to the queue number. The RSS hash is symmetric, so both "
               "directions of a connection land in the same lane and a bidirectional flow is metered in one "
               "place. Devices that have no RSS (pcap, af_packet, null) get the same symmetric Toeplitz hash "
-              "computed in software. A trace file over several lanes is walked once, by the first lane, "
-              "which keeps the packets that hash gives it and tells each other lane where its packets are "
-              "in the file; each lane takes its own from there without copying them.\n\n"
+              "computed in software. A trace file over several lanes is read whole by each lane, which "
+              "keeps the packets that hash gives it and passes over the others without copying them.\n\n"
               "Headers are parsed once, here, into per-packet metadata that every later element reads: L2 "
               "with VLAN, QinQ and MPLS, IPv4 and IPv6 with extension headers, TCP, UDP, ICMP, fragments.")
           .arg(ArgSpec::string("device")
@@ -141,10 +140,9 @@ const ToeplitzHash &software_rss_key(bool symmetric) {
 // queue. Otherwise (every virtual device but af_packet) whichever lane finds
 // its queue empty reads a burst from the device, under a try-lock, and deals
 // the packets out to per-lane rings by the symmetric hash: software RSS,
-// without a dispatcher thread. Trace files over several lanes: a
-// DeviceReader per lane, lane 0's walking the files and dealing the other
-// lanes' records by the same hash as places in the file's mapping, not as
-// packets (EthDevice::keep_lane_share, TraceDeal).
+// without a dispatcher thread. Trace files over several lanes are read by
+// each lane, whole, each keeping its share by the same hash
+// (EthDevice::keep_lane_share): a DeviceReader per lane, no dealing.
 struct DeviceReader {
   std::unique_ptr<EthDevice> dev;
   unsigned lanes = 1;
@@ -225,11 +223,10 @@ class RSSSourceRuntime final : public SourceElement {
   bool has_hw_timestamps() const override { return live() && reader_->dev->has_timestamps(); }
 
   void start() override {
-    if (spec_.kind == DeviceSpec::Kind::Pcap && lanes_ > 1) {  // lane 0 walks the file and deals (TraceDeal)
+    if (spec_.kind == DeviceSpec::Kind::Pcap && lanes_ > 1) {  // each lane reads the file, keeps its share
       reader_ = open_reader(1);
       reader_->lane_share = true;
-      auto deal = ctx_.shared_source_state<TraceDeal>(node().element, [&] { return std::make_shared<TraceDeal>(lanes_); });
-      reader_->dev->keep_lane_share(lane_index(), lanes_, *reader_->hash, deal);
+      reader_->dev->keep_lane_share(lane_index(), lanes_, *reader_->hash);
       return;
     }
     reader_ = ctx_.shared_source_state<DeviceReader>(node().element, [&] {
@@ -250,7 +247,7 @@ class RSSSourceRuntime final : public SourceElement {
     });
   }
 
-  // A trace's bytes walked (by lane 0's reader, for every lane of a trace).
+  // A trace's bytes walked by this lane's reader (each lane of a trace walks it whole).
   std::optional<std::pair<double, double>> input_progress() const override {
     if (!reader_ || live()) return std::nullopt;
     return reader_->dev->file_progress();
@@ -304,13 +301,9 @@ class RSSSourceRuntime final : public SourceElement {
     if (!reader_) return;
     if (lane_index() != 0) return;
     const std::string symmetric = arg("symmetric").integer ? "symmetric " : "";
-    if (reader_->lane_share) {
-      auto [in_place, copied] = reader_->dev->dealt();
-      lines.push_back("device " + spec_.text + ": walked once, by lane 0, over " + std::to_string(lanes_) +
-                      " lanes, each keeping its share by " + symmetric + "software RSS; " +
-                      std::to_string(in_place + copied) + " records dealt to the other lanes (" +
-                      std::to_string(copied) + " copied, the rest where they are in the file)");
-    }
+    if (reader_->lane_share)
+      lines.push_back("device " + spec_.text + ": read by each of " + std::to_string(lanes_) +
+                      " lanes, each keeping its share by " + symmetric + "software RSS");
     else
       lines.push_back("device " + spec_.text + ": " + std::to_string(reader_->dev->hw_queues()) + " receive queue(s), " +
                       (reader_->software ? symmetric + "software RSS over " + std::to_string(lanes_) + " lanes"

@@ -231,7 +231,6 @@ uint16_t EthDevice::receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t 
 // they are copied into it. A record that finds no buffer is held for the
 // next call: an offline source waits, it never drops.
 uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
-  if (deal_ && share_lane_ != 0) return follow(pkts, info, n, end);
   uint16_t got = 0;
   take_buffers(n);
   // Pages of records still out stay mapped, up to 256 MiB behind the walk
@@ -265,7 +264,6 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     PacketMeta meta;
     uint32_t hash = 0;
     if (share_hash_ && !in_share(record_, meta, hash)) {  // another lane's
-      if (deal_ && !deal(record_, meta, hash)) break;  // its ring is full: the record waits
       held_ = false;
       continue;
     }
@@ -286,108 +284,17 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
     pkts[got++] = m;
   }
   walked_.store(files_done_bytes_ + (file_ ? file_->offset() : 0), std::memory_order_relaxed);
-  bool dealt_all = true;
-  if (deal_) {
-    for (unsigned l = 1; l < share_lanes_; ++l) dealt_all = send_staged(l) && dealt_all;
-    deal_->walked.store(walked_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    if (current_ == spec_.files.size() && dealt_all) deal_->done.store(true, std::memory_order_release);
-  }
   if (current_ == spec_.files.size()) {
     free_packets(spare_, spares_);
     spares_ = 0;
-    *end = got == 0 && dealt_all;
+    *end = got == 0;
   }
   return got;
 }
 
-// Another lane's record, lane 0 walking (TraceDeal): where it is in the
-// mapping, for its lane to attach; else copied into a buffer here.
-bool EthDevice::deal(const PcapRecord &r, const PacketMeta &meta, uint32_t hash) {
-  const unsigned lane = lane_for(hash, share_lanes_);
-  if (staged_[lane].size() == kStaged && !send_staged(lane)) return false;
-  const std::shared_ptr<TraceMapping> &mapping = file_->record_mapping();
-  if (mapping && r.caplen > 0 && r.caplen <= UINT16_MAX) {
-    // Its last byte read, as attach_record does: a file cut short under it
-    // shows in intact() now, and the reader gives the record again, or ends.
-    (void)*static_cast<const volatile uint8_t *>(r.data + r.caplen - 1);
-    if (!file_->intact()) return true;
-    if (mapping.get() != dealt_mapping_) dealt_file_ = deal_->add_mapping(mapping), dealt_mapping_ = mapping.get();
-    staged_[lane].push_back({r.data, r.ns, r.caplen, r.len, hash, dealt_file_});
-    ++dealt_in_place_;
-    return true;
-  }
-  unsigned segments = segments_for(r.caplen);
-  if (segments > spares_) take_buffers(segments);
-  if (segments > spares_) return false;  // the pool is short
-  rte_mbuf *m = copy_record(r, segments);
-  if (!file_->intact()) {
-    rte_pktmbuf_free(m);
-    return true;
-  }
-  anno(m).meta = meta;
-  packet_released(m);  // taken by the other lane's thread
-  staged_[lane].push_back({reinterpret_cast<const uint8_t *>(m), r.ns, r.caplen, r.len, hash, TraceDeal::kCopied});
-  ++dealt_copied_;
-  return true;
-}
-
-bool EthDevice::send_staged(unsigned lane) {
-  std::vector<TraceDeal::Record> &out = staged_[lane];
-  if (out.empty()) return true;
-  unsigned k = rte_ring_sp_enqueue_burst_elem(deal_->ring(lane), out.data(), sizeof(TraceDeal::Record),
-                                              unsigned(out.size()), nullptr);
-  out.erase(out.begin(), out.begin() + long(k));
-  return out.empty();
-}
-
-// A lane after lane 0 (TraceDeal): its records from its ring, each attached
-// where it is in the file's mapping and parsed here, as lane 0 keeps its own.
-uint16_t EthDevice::follow(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end) {
-  *end = false;
-  rte_ring *ring = deal_->ring(share_lane_);
-  // Read before the ring: once lane 0 is done, every record it dealt is there.
-  const bool done = deal_->done.load(std::memory_order_acquire);
-  if (dealt_next_ == dealt_count_) {
-    dealt_next_ = 0;
-    dealt_count_ = rte_ring_sc_dequeue_burst_elem(ring, dealt_, sizeof dealt_[0], n, nullptr);
-  }
-  uint16_t got = 0;
-  for (; got < n && dealt_next_ < dealt_count_; ++dealt_next_) {
-    const TraceDeal::Record &r = dealt_[dealt_next_];
-    rte_mbuf *m;
-    if (r.file == TraceDeal::kCopied) {
-      m = const_cast<rte_mbuf *>(reinterpret_cast<const rte_mbuf *>(r.data));
-      packets_acquired(&m, 1);
-    } else {
-      if (spares_ == 0) take_buffers(n - got);
-      if (spares_ == 0) break;  // the pool is short: the record waits
-      if (r.file != follow_file_) follow_mapping_ = deal_->mapping_for(r.file), follow_file_ = r.file;
-      if (!in_place_.attach(spare_[spares_ - 1], r.data, r.caplen, 0, follow_mapping_)) break;  // blocks out: waits
-      m = spare_[--spares_];
-      parse_packet(r.data, std::min(r.caplen, buffer_room_), link_, anno(m).meta, r.len);
-    }
-    info[got] = {r.ns, r.len, true, r.hash};
-    pkts[got++] = m;
-  }
-  walked_.store(deal_->walked.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  if (got == 0 && dealt_next_ == dealt_count_ && done && rte_ring_empty(ring)) {
-    in_place_.close();
-    free_packets(spare_, spares_);
-    spares_ = 0;
-    *end = true;
-  }
-  return got;
-}
-
-void EthDevice::keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash,
-                                std::shared_ptr<TraceDeal> deal) {
+void EthDevice::keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash) {
   if (spec_.kind != DeviceSpec::Kind::Pcap) throw std::logic_error("keep_lane_share: trace files only");
   share_hash_ = &hash, share_lane_ = lane, share_lanes_ = lanes;
-  deal_ = std::move(deal);
-  if (deal_ && lane == 0) {
-    staged_.resize(lanes);
-    for (auto &s : staged_) s.reserve(kStaged);
-  }
 }
 
 // The headers as the lane would parse them once copied (the first buffer's

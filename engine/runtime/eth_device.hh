@@ -24,7 +24,6 @@
 #include "engine/packet/pcap_file_reader.hh"
 #include "engine/runtime/in_place_records.hh"
 #include "engine/runtime/packet.hh"
-#include "engine/runtime/trace_deal.hh"
 
 namespace sluice {
 
@@ -84,20 +83,14 @@ class EthDevice {
   // (a record waits for one, it is never dropped); *end is set once the last
   // is exhausted.
   uint16_t receive(unsigned q, rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
-  // Trace files over several lanes, each lane keeping its share: the
-  // records whose symmetric software RSS hash (rss_hash of the headers as
-  // the lane would parse them) picks `lane` of `lanes`. Without `deal`, each
-  // lane walks the files whole and passes over the others' records in the
-  // mapping. With it (TraceDeal, shared by the lanes), lane 0 walks them and
-  // deals the others' records to their lanes, which attach and parse them
-  // without walking. Either way a packet is taken, parsed and metered on one
-  // core (dealing a burst of packets read by one lane out to the others
-  // made the others' caches miss on every packet). Before the first receive().
-  void keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash,
-                       std::shared_ptr<TraceDeal> deal = nullptr);
-  // TraceDeal, lane 0, after the run: the other lanes' records it dealt as
-  // places in the mapping, and those it copied into buffers.
-  std::pair<uint64_t, uint64_t> dealt() const { return {dealt_in_place_, dealt_copied_}; }
+  // Trace files read whole by each of several lanes, each lane keeping its
+  // share: the records whose symmetric software RSS hash (rss_hash of the
+  // headers as the lane would parse them) picks `lane` of `lanes`; the
+  // others are passed over in the mapping, never taken. So a packet is
+  // taken, parsed and metered on one core (dealing a burst read by one
+  // lane out to the others made the others' caches miss on every packet).
+  // Before the first receive().
+  void keep_lane_share(unsigned lane, unsigned lanes, const ToeplitzHash &hash);
   // Packets the device saw that never reached us, by reason.
   std::vector<std::pair<std::string, uint64_t>> losses() const;
   // DPDK's statistics of each port (rte_eth_stats_get), for the metrics
@@ -148,23 +141,6 @@ class EthDevice {
   const ToeplitzHash *share_hash_ = nullptr;
   unsigned share_lane_ = 0, share_lanes_ = 1;
   bool in_share(const PcapRecord &r, PacketMeta &meta, uint32_t &hash) const;
-  // TraceDeal, lane 0: another lane's record staged for its ring (false:
-  // the ring is full, the record waits), the staged records sent on.
-  std::shared_ptr<TraceDeal> deal_;
-  bool deal(const PcapRecord &r, const PacketMeta &meta, uint32_t hash);
-  bool send_staged(unsigned lane);
-  static constexpr size_t kStaged = 64;
-  std::vector<std::vector<TraceDeal::Record>> staged_;  // by lane
-  const TraceMapping *dealt_mapping_ = nullptr;          // the file being dealt, and its index
-  uint32_t dealt_file_ = 0;
-  uint64_t dealt_in_place_ = 0, dealt_copied_ = 0;
-  // The other lanes: records taken from the ring, those not yet handed on
-  // (the pool short, too many blocks out) kept for the next call.
-  uint16_t follow(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
-  TraceDeal::Record dealt_[kMaxBurst];
-  unsigned dealt_next_ = 0, dealt_count_ = 0;
-  uint32_t follow_file_ = TraceDeal::kCopied;
-  std::shared_ptr<TraceMapping> follow_mapping_;
 };
 
 }  // namespace sluice

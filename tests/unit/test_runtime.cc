@@ -860,12 +860,12 @@ TEST_CASE("segment: its own time is what it ran or rested, not what it waited fo
   runner.set_site(ThreadSite{cpu, -1, 0, 0});
   SpinningProgram program;
   CHECK(runner.own_time_ns() == 0);  // before its loop began
-  std::atomic<bool> hog_stop{false};
-  std::thread hog([&] {
+  std::atomic<bool> hog_stop{false}, hog_pinned{false};
+  std::thread hog([&] {  // no Catch assertion off the test's thread
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0);
+    hog_pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
     while (!hog_stop.load(std::memory_order_relaxed)) {
     }
   });
@@ -877,6 +877,7 @@ TEST_CASE("segment: its own time is what it ran or rested, not what it waited fo
   runner.join();
   hog_stop = true;
   hog.join();
+  REQUIRE(hog_pinned);
   INFO("own " << own / 1e6 << " ms of " << wall / 1e6 << " ms");
   CHECK(own > 0.1 * wall);   // it ran
   CHECK(own < 0.75 * wall);  // about half: the hog had the rest

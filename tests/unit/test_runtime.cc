@@ -878,6 +878,7 @@ TEST_CASE("segment: its own time is what it ran or rested, not what it waited fo
   hog_stop = true;
   hog.join();
   REQUIRE(hog_pinned);
+  REQUIRE(runner.settlement().pinned);  // on the hog's cpu
   INFO("own " << own / 1e6 << " ms of " << wall / 1e6 << " ms");
   CHECK(own > 0.1 * wall);   // it ran
   CHECK(own < 0.75 * wall);  // about half: the hog had the rest

@@ -8,11 +8,11 @@
 // taken over its own time (SegmentRunner::own_time_ns: running, or resting
 // with nothing to do), not the wall's: on a machine busy with other work a
 // 0.6 s trace run whose lane got a third of a cpu at the first looks
-// looked like one of 2 s, compiled, and then took that cpu from the lane. A look at which
-// a lane has read nothing since the last one (a lane not started yet)
-// waits for the next, for up to 1 s. One look from the start, where
-// nothing read meant "compile", made 0.5 s trace runs whose start was held
-// up (a lane started late) look long now and then, and compile.
+// looked like one of 2 s, compiled, and then took that cpu from the lane.
+// A look at which a lane has read nothing since the last one (a lane not
+// started yet) waits for the next, for up to 1 s. One look from the start,
+// where nothing read meant "compile", made 0.5 s trace runs whose start was
+// held up (a lane started late) look long now and then, and compile.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -35,7 +35,8 @@ class CompileDecision {
   // of its whole (nullopt where the lane cannot tell), what --duration
   // leaves of the run (nullopt without one), and each lane's own time so
   // far in seconds (where `own` has none for a lane, or it did not grow
-  // since the last look, the wall's time since then). Compile at once
+  // since the last look, as an unknown one, 0 or less, does not: the
+  // wall's time since then). Compile at once
   // where nothing tells how long the run is (a live input), or where an
   // input has still read nothing since the last look at the kMaxLooks-th.
   Verdict look(double elapsed, const std::vector<std::optional<std::pair<double, double>>> &lanes,

@@ -220,15 +220,11 @@ void SegmentRunner::rest_for(auto &&rest) {
 }
 
 uint64_t SegmentRunner::own_time_ns() const {
-  if (!loop_started_ns_.load(std::memory_order_acquire)) return 0;
-  uint64_t cpu;
-  timespec ts;
+  if (!loop_started_ns_.load(std::memory_order_acquire) || !has_cpu_clock_) return 0;
   // An ended thread's clock is gone (it ends after done() says so): then
   // what it used to its end.
-  if (!done() && clock_gettime(cpu_clock_, &ts) == 0)
-    cpu = uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec) - cpu_at_start_;
-  else
-    cpu = done() ? cpu_ns_ : 0;
+  std::optional<uint64_t> now = done() ? std::nullopt : read_clock_ns(cpu_clock_);
+  uint64_t cpu = now ? *now - cpu_at_start_ : done() ? cpu_ns_ : 0;
   return cpu + rested_ns_.load(std::memory_order_relaxed);
 }
 
@@ -242,7 +238,7 @@ void SegmentRunner::run() {
 
   for (auto &job : start_jobs_) job();  // a reload's state moves, on the thread that owns it
   start_jobs_.clear();
-  if (pthread_getcpuclockid(pthread_self(), &cpu_clock_) != 0) cpu_clock_ = CLOCK_THREAD_CPUTIME_ID;
+  has_cpu_clock_ = pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0;
   const uint64_t cpu_at_start = cpu_at_start_ = thread_cpu_ns();
   loop_started_ns_.store(mono_ns(), std::memory_order_release);
   unsigned idle = 0, passes = 0;

@@ -121,8 +121,9 @@ class SegmentRunner {
   // While it runs, from any thread: the time since its loop began that the
   // thread ran or rested of its own accord (asleep or yielding with nothing
   // to do), not the time it waited for a cpu that others had (0 before the
-  // loop began). What the compile decision reads a lane's pace by: on a
-  // busy machine, wall time makes a short run look long.
+  // loop began, or where the thread's cpu clock cannot be read). What the
+  // compile decision reads a lane's pace by: on a busy machine, wall time
+  // makes a short run look long.
   uint64_t own_time_ns() const;
 
   // Hot reload, from a job running on this thread (call()): takes what the
@@ -191,6 +192,7 @@ class SegmentRunner {
   // own_time_ns(): the thread's cpu clock and its cpu time when the loop
   // began (set before loop_started_ns_), and the time it rested since.
   clockid_t cpu_clock_{};
+  bool has_cpu_clock_ = false;
   uint64_t cpu_at_start_ = 0;
   std::atomic<uint64_t> rested_ns_{0};
   void rest_for(auto &&rest);  // runs rest(), its time added to rested_ns_

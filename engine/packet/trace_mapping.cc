@@ -10,6 +10,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "engine/base/clock.hh"
+
 namespace sluice {
 
 namespace {
@@ -65,6 +67,7 @@ int TraceMapping::join(size_t pos) {
   for (int w = 0; w < kMaxWalkers; ++w) {
     size_t none = kNoWalker;
     if (walkers_[size_t(w)].compare_exchange_strong(none, pos, std::memory_order_acq_rel)) {
+      threads_[size_t(w)].store(0, std::memory_order_relaxed);
       walked(w, pos, pos);
       return w;
     }
@@ -80,6 +83,26 @@ void TraceMapping::walked(int w, size_t pos, size_t hold) {
 }
 
 void TraceMapping::leave(int w) { walked(w, kNoWalker, kNoWalker); }
+
+void TraceMapping::keep_pace(int w, size_t pos, uint64_t stalled_ns) {
+  static thread_local const pid_t self = gettid();
+  threads_[size_t(w)].store(self, std::memory_order_relaxed);
+  walkers_[size_t(w)].store(pos, std::memory_order_release);
+  size_t last_back = kNoWalker;
+  uint64_t moved_at = 0;
+  for (;;) {
+    size_t back = kNoWalker;
+    for (size_t o = 0; o < walkers_.size(); ++o)
+      if (o != size_t(w) && threads_[o].load(std::memory_order_relaxed) != self)
+        back = std::min(back, walkers_[o].load(std::memory_order_acquire));
+    if (back == kNoWalker || pos <= back + kPaceLead) return;
+    const uint64_t now = mono_ns();
+    if (back != last_back) last_back = back, moved_at = now;
+    else if (now - moved_at >= stalled_ns) return;
+    // The one behind covers a MiB in about half a millisecond.
+    usleep(50);
+  }
+}
 
 // Keeps the pages of the next few MiB past the walker furthest on brought
 // in (the walks take no page faults, and the disk is read ahead where the

@@ -7,7 +7,19 @@
 // of the file twice: 0.12-0.14 s of cpu per lane on a 1 GB trace, on the
 // cpus the lanes run on. Shared, the pages are brought in once, ahead of the
 // walker furthest on, and let go of once, behind the one furthest back.
+//
+// The walk reads the file from memory (a line at a time, each prefetched
+// 4 KiB ahead: PcapFileReader::next_mapped), and the cpus share their last
+// cache level: a line one cpu has read another reads from that cache, about
+// 3.5x faster than from memory (docs/performance.md). So the walkers are
+// kept together (keep_pace): two lanes left alone drifted up to 100 MiB
+// apart on a 1 GB trace, and each read the whole file from memory; a walker
+// more than kPaceLead ahead of the one furthest back waits for it (while
+// that one moves), and the one behind reads what the first just brought
+// into the cache.
 #pragma once
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -44,6 +56,15 @@ class TraceMapping {
   // The walker no longer walks the mapping (it reads on with read(), or is
   // gone): it holds no page back.
   void leave(int w);
+  static constexpr size_t kPaceLead = size_t(4) << 20;
+  static constexpr uint64_t kPaceStalledNs = 2'000'000;
+  // The walker `w` is at `pos` (published for the others, no wake-up; call
+  // every MiB or so): where it is more than kPaceLead ahead of the walker
+  // furthest back, it waits for that one to come within kPaceLead, as long
+  // as that one moves (one that has not moved for `stalled_ns` is not
+  // waited for: a lane held up elsewhere does not hold the others), and
+  // not where that one is walked by this thread too (lanes of one thread).
+  void keep_pace(int w, size_t pos, uint64_t stalled_ns = kPaceStalledNs);
 
   static constexpr int kMaxWalkers = 128;  // RSSSource's most queues
 
@@ -55,6 +76,7 @@ class TraceMapping {
   std::unique_ptr<MappedFile> file_;
   static constexpr size_t kNoWalker = ~size_t(0);
   std::array<std::atomic<size_t>, kMaxWalkers> walkers_, holds_;
+  std::array<std::atomic<pid_t>, kMaxWalkers> threads_{};  // who walked each last (keep_pace); 0: not known
   std::atomic<uint64_t> moved_{0};  // bumped by each walked(), leave(), and the end
   std::atomic<bool> stop_{false};
   std::thread thread_;

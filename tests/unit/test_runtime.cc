@@ -525,6 +525,68 @@ std::shared_ptr<TraceMapping> mapped_scratch_bytes(const char *name, char fill) 
 }
 }  // namespace
 
+// Two lanes walking one trace are kept within TraceMapping::kPaceLead of
+// each other, so that the one behind reads the lines the other just brought
+// into the shared cache; one that stops moving, or leaves, holds no one.
+TEST_CASE("mapped trace: a walker far ahead waits for the one behind while it moves, not once it stalls",
+          "[runtime]") {
+  std::shared_ptr<TraceMapping> mapping = mapped_scratch_bytes("pace", 'p');
+  const int ahead = mapping->join(0), behind = mapping->join(0);
+  REQUIRE(ahead >= 0);
+  REQUIRE(behind >= 0);
+  constexpr size_t kMiB = size_t(1) << 20, kLead = TraceMapping::kPaceLead, kTo = kLead + 20 * kMiB;
+  std::atomic<bool> returned{false};
+  auto walk_ahead = [&](uint64_t stalled_ns) {
+    return std::thread([&, stalled_ns] {
+      mapping->keep_pace(ahead, kTo, stalled_ns);
+      returned = true;
+    });
+  };
+
+  SECTION("within the lead, and the one behind: no wait") {
+    mapping->keep_pace(behind, 10 * kMiB);
+    const uint64_t t0 = mono_ns();
+    std::thread([&] { mapping->keep_pace(ahead, 10 * kMiB + kLead, 60'000'000'000ull); }).join();  // a wait would last a minute
+    mapping->keep_pace(behind, 10 * kMiB, 60'000'000'000ull);
+    CHECK(mono_ns() - t0 < 10'000'000'000ull);
+  }
+  SECTION("not for a walker of its own thread (lanes of one thread)") {
+    mapping->keep_pace(behind, kMiB);
+    const uint64_t t0 = mono_ns();
+    mapping->keep_pace(ahead, kTo, 60'000'000'000ull);  // a wait would last a minute
+    CHECK(mono_ns() - t0 < 10'000'000'000ull);
+  }
+  SECTION("waits while the one behind moves, until it is within the lead") {
+    std::thread t = walk_ahead(60'000'000'000ull);  // never stalled, however slow this thread is
+    for (size_t at = 0; at + kLead < kTo; at += kMiB / 2) {
+      mapping->keep_pace(behind, at);  // the one behind never waits
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+      INFO("behind at " << (at >> 10) << " KiB");
+      REQUIRE_FALSE(returned);  // more than the lead behind: still waiting
+    }
+    mapping->keep_pace(behind, kTo - kLead);
+    t.join();
+    CHECK(returned);
+  }
+  SECTION("stops waiting once the one behind has not moved for the stall time") {
+    mapping->keep_pace(behind, kMiB);
+    const uint64_t t0 = mono_ns();
+    std::thread t = walk_ahead(TraceMapping::kPaceStalledNs);
+    t.join();  // returns: else the test hangs
+    CHECK(returned);
+    CHECK(mono_ns() - t0 >= TraceMapping::kPaceStalledNs);  // it did wait, for the stall time
+  }
+  SECTION("stops waiting when the one behind leaves") {
+    mapping->keep_pace(behind, kMiB);
+    std::thread t = walk_ahead(60'000'000'000ull);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK_FALSE(returned);
+    mapping->leave(behind);
+    t.join();
+    CHECK(returned);
+  }
+}
+
 // Blocks of records: a block is reused only once every packet of it is
 // freed, at most max_blocks are out (then the caller copies), and
 // held_from names the oldest record a packet still points at, so that the

@@ -17,9 +17,16 @@
 //    16 packets ahead, then each packet's three or four lines touched, the
 //    way FlowCache::account_batch() goes. ns per packet: no flow table of
 //    that layout goes faster on this machine, whatever its code.
+// 4. Lines another cpu read just before: a 4 MiB span read line by line in
+//    order (as a trace is walked) from memory, and again on a second cpu
+//    right after the first read it: whether the cpus share their last cache
+//    level, and what a walk of lines the other cpu brought in costs
+//    (TraceMapping::keep_pace keeps a trace's lanes together for it).
 // The buffer is mapped with transparent huge pages advised and written
 // before any timing (no page faults, few TLB misses). Each figure is the best
 // of 5 repetitions (the least disturbed on a shared machine) and the median.
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -29,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -143,6 +151,28 @@ double table_ns(Bucket *buckets, Entry *entries, Attrs *attrs, const std::vector
   return (now_ns() - t0) / double(n);
 }
 
+// Reads a line of each 64 bytes of [p, p + n) in order: ns per line.
+double walk_ns(const uint8_t *p, size_t n) {
+  const double t0 = now_ns();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < n; i += kLine) sum += p[i];
+  const double t = now_ns() - t0;
+  if (sum == 1) std::printf(" ");  // keeps the loads
+  return t / double(n / kLine);
+}
+
+// fn on a thread pinned to `cpu`.
+template <class F>
+void on_cpu(int cpu, F &&fn) {
+  std::thread([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    fn();
+  }).join();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -211,6 +241,38 @@ int main(int argc, char **argv) {
     std::printf("   %4zuM slots: 3 lines %5.1f ns/packet (median %.1f), 4 lines %5.1f (median %.1f); "
                 "at the best ns/line of 2.: %.1f and %.1f\n",
                 slots >> 20, three.best, three.median, four.best, four.median, 3 * best_line, 4 * best_line);
+  }
+
+  // 4. a span another cpu read just before
+  cpu_set_t allowed;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) {
+    std::printf("4. skipped: one cpu\n");
+  } else {
+    constexpr size_t kSpan = size_t(4) << 20;
+    std::vector<double> cold, warm, again;
+    for (int r = 0; r < kReps; ++r) {
+      auto *span = static_cast<uint8_t *>(map(kSpan));
+      std::memset(span, r, kSpan);
+      on_cpu(cpus[0], [&] {
+        for (size_t i = 0; i < bytes; i += kLine) reinterpret_cast<uint8_t *>(buf)[i]++;  // the span out of the caches
+        cold.push_back(walk_ns(span, kSpan));
+      });
+      on_cpu(cpus[0], [&] { walk_ns(span, kSpan); });
+      on_cpu(cpus[1], [&] { warm.push_back(walk_ns(span, kSpan)); });
+      on_cpu(cpus[1], [&] { again.push_back(walk_ns(span, kSpan)); });
+      munmap(span, kSpan);
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("4. a 4 MiB span read in order, medians of %d: from memory %.2f ns/line; on cpu %d just after cpu %d "
+                "read it %.2f; read again there %.2f\n",
+                kReps, median(cold), cpus[1], cpus[0], median(warm), median(again));
   }
   munmap(buf, bytes);
   return 0;

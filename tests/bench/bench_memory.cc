@@ -54,12 +54,16 @@ struct Figure {
   double best, median;
 };
 
+Figure figure_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[v.size() / 2]};
+}
+
 template <class F>
 Figure repeat(F &&once) {
   std::vector<double> v;
   for (int r = 0; r < kReps; ++r) v.push_back(once());
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2]};
+  return figure_of(std::move(v));
 }
 
 void *map(size_t bytes) {
@@ -266,13 +270,9 @@ int main(int argc, char **argv) {
       on_cpu(cpus[1], [&] { again.push_back(walk_ns(span, kSpan)); });
       munmap(span, kSpan);
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     std::printf("4. a 4 MiB span read in order, medians of %d: from memory %.2f ns/line; on cpu %d just after cpu %d "
                 "read it %.2f; read again there %.2f\n",
-                kReps, median(cold), cpus[1], cpus[0], median(warm), median(again));
+                kReps, figure_of(cold).median, cpus[1], cpus[0], figure_of(warm).median, figure_of(again).median);
   }
   munmap(buf, bytes);
   return 0;

@@ -217,6 +217,7 @@ struct JitChoice {
   std::string cpu;
   std::string print_after;  // plan --emit-ir-after: a pass of the JIT, or "all"
   int nice = 19;  // --jit-nice: of the compilations while the segments run
+  bool perf = false;  // --jit-perf
 };
 
 // The JIT for a run: with `wait` (or for the IR) every segment's loop
@@ -225,7 +226,7 @@ struct JitChoice {
 // with `wait`, a loop cannot be compiled.
 bool compile_loops(Runtime &rt, const JitChoice &jit, int housekeeping_cpu, std::vector<std::string> *ir) {
   std::string err;
-  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, jit.print_after}, &err);
+  std::shared_ptr<ProgramCompiler> compiler = make_segment_jit({jit.cpu, jit.print_after, jit.perf}, &err);
   if (compiler) {
     rt.set_compiler(compiler, housekeeping_cpu, jit.nice);
     if (!jit.wait && !ir) {
@@ -507,10 +508,14 @@ struct RunCommand {
                     "the JIT's code generation target: an LLVM CPU name (x86-64-v3, znver3, ...) or `host`; "
                     "default x86-64-v3 where the machine has it, which measured faster here than `host`")
         ->type_name("NAME");
+    cmd->add_flag("--jit-perf", jit.perf,
+                  "write the fused loops' functions (names and code) for perf: $JITDUMPDIR/jit-PID.dump (else "
+                  "/tmp), which `perf inject --jit` reads after `perf record -k 1` (docs/jit.md)");
   }
   int execute() {
-    if (no_jit && (cmd->count("--jit") || jit.wait)) {
-      std::cerr << "sluice run: " << (jit.wait ? "--jit-wait" : "--jit") << " and --no-jit exclude each other\n";
+    if (no_jit && (cmd->count("--jit") || jit.wait || jit.perf)) {
+      std::cerr << "sluice run: " << (jit.wait ? "--jit-wait" : jit.perf ? "--jit-perf" : "--jit")
+                << " and --no-jit exclude each other\n";
       return kExitUsage;
     }
     jit.enabled = !no_jit;

@@ -4,6 +4,7 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -27,6 +28,7 @@
 #include "engine/jit/jit_common.hh"
 #include "engine/jit/jit_pipeline.hh"
 #include "engine/jit/loop_builder.hh"
+#include "engine/jit/perf_jitdump.hh"
 #include "engine/jit/passes/check_thread_locals.hh"
 #include "engine/runtime/element_runtime.hh"
 
@@ -115,10 +117,32 @@ class SegmentCompilation {
     jit->getMainJITDylib().addGenerator(take(
         llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(jit->getDataLayout().getGlobalPrefix()),
         "JIT: host symbols"));
+    if (settings_.perf) {
+      add_perf_dump(*jit);
+      // JITLink's graph names only the module's global symbols: the loop's
+      // own functions (NAME.at, ...) become hidden globals to be named too.
+      for (llvm::Function &f : *m_)
+        if (!f.isDeclaration() && f.hasLocalLinkage()) {
+          f.setLinkage(llvm::GlobalValue::ExternalLinkage);
+          f.setVisibility(llvm::GlobalValue::HiddenVisibility);
+        }
+    }
     if (auto e = jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m_), std::move(cx_))))
       throw JitError("JIT: ORC: " + llvm::toString(std::move(e)));
     auto sym = take(jit->lookup(step), "JIT: ORC could not make the loop");
     return std::make_unique<FusedProgram>(std::move(jit), sym.toPtr<bool (*)()>());
+  }
+
+  // --jit-perf: the loop's code and name in perf's jitdump (perf_jitdump.hh).
+  static void add_perf_dump(llvm::orc::LLJIT &jit) {
+    auto *layer = llvm::dyn_cast<llvm::orc::ObjectLinkingLayer>(&jit.getObjLinkingLayer());
+    if (!layer) throw JitError("JIT: --jit-perf needs ORC's JITLink layer, which LLJIT does not use on this machine");
+    try {
+      PerfJitDump::path();  // opened here, where an error can say so
+    } catch (const std::runtime_error &e) {
+      throw JitError(e.what());
+    }
+    layer->addPlugin(std::make_unique<PerfJitDump>());
   }
 
   SegmentRunner &seg_;

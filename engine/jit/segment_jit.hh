@@ -36,6 +36,9 @@ struct JitSettings {
   // When compile() is asked for IR: the module after each run of this pass
   // (jit_pass_names(), or "all") instead of the optimized module.
   std::string print_after;
+  // --jit-perf: each loop's code and name written for perf (a jitdump, see
+  // docs/jit.md), so that perf report and perf annotate see inside it.
+  bool perf = false;
 };
 
 // Nullptr, with *error, when LLVM has no target for this machine, the

@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -67,7 +70,8 @@ struct FusedProbe {
   // what a compilation does pass 0: at the default, 19, a machine whose cpus
   // other tests keep busy (CI runs two at a time, under ASan too) leaves it
   // next to nothing, for minutes.
-  explicit FusedProbe(const std::string &text, int background_nice = 0) : graph(compile_text(text)) {
+  explicit FusedProbe(const std::string &text, int background_nice = 0, const JitSettings &settings = {})
+      : graph(compile_text(text)) {
     RunOptions opts;
     opts.eal_args = {"--no-huge"};
     opts.status_line = false;
@@ -75,7 +79,7 @@ struct FusedProbe {
     rt = std::make_unique<Runtime>(graph, opts);
     std::string err;
     REQUIRE(rt->setup(&err));
-    std::shared_ptr<ProgramCompiler> jit = make_segment_jit({}, &err);
+    std::shared_ptr<ProgramCompiler> jit = make_segment_jit(settings, &err);
     INFO(err);
     REQUIRE(jit);
     rt->set_compiler(jit, -1, background_nice);
@@ -246,6 +250,69 @@ TEST_CASE("jit: --jit-cpu sets the target, --no-jit the interpreter, bad choices
   test::Run both = test::run_sluice("run -q examples/filter_count.pipe --jit --no-jit");
   CHECK(both.status != 0);
   CHECK_THAT(both.out, Catch::Contains("exclude each other"));
+  test::Run perf = test::run_sluice("run -q examples/filter_count.pipe --jit-perf --no-jit");
+  CHECK(perf.status != 0);
+  CHECK_THAT(perf.out, Catch::Contains("--jit-perf and --no-jit exclude each other"));
+}
+
+// The dump perf inject reads (engine/jit/perf_jitdump.hh): a header perf
+// accepts (its flags zero: LLVM 19's own writer leaves them unset, which
+// perf refuses), then a record of each function of each loop, its name and
+// the very bytes that run at its address.
+TEST_CASE("jit: --jit-perf writes each fused loop's functions, named, with the code that runs, for perf", "[jit]") {
+  std::string dir = test::scratch("jit", "perf_dump");
+  setenv("JITDUMPDIR", dir.c_str(), 1);
+  JitSettings settings;
+  settings.perf = true;
+  FusedProbe probe("gen :: TrafficGen(flows 1K, duration 30s, rate 50Kpps);\n"
+                   "log :: shared FlowLog(\"/dev/null\");\n"
+                   "gen -> Filter(\"ip\") -> ft :: FlowTable(capacity 4K) -> GCSlicer(table ft) -> log;\n",
+                   0, settings);
+  REQUIRE(probe.wait_fused(1));
+  const std::string path = dir + "/jit-" + std::to_string(getpid()) + ".dump";
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  std::string dump((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  struct Header {
+    uint32_t magic, version, total_size, elf_mach, pad1, pid;
+    uint64_t timestamp, flags;
+  } h;
+  REQUIRE(dump.size() > sizeof h);
+  std::memcpy(&h, dump.data(), sizeof h);
+  CHECK(h.magic == 0x4A695444);
+  CHECK(h.version == 1);
+  CHECK(h.total_size == sizeof h);
+  CHECK(h.elf_mach == 62);  // EM_X86_64
+  CHECK(h.pid == uint32_t(getpid()));
+  CHECK(h.flags == 0);
+  std::set<std::string> names;
+  for (size_t at = sizeof h; at < dump.size();) {
+    uint32_t id, size;
+    uint64_t addr, code_size;
+    REQUIRE(at + 56 <= dump.size());
+    std::memcpy(&id, dump.data() + at, 4);
+    std::memcpy(&size, dump.data() + at + 4, 4);
+    std::memcpy(&addr, dump.data() + at + 32, 8);  // code_addr
+    std::memcpy(&code_size, dump.data() + at + 40, 8);
+    REQUIRE(id == 0);  // JIT_CODE_LOAD
+    REQUIRE(at + size <= dump.size());
+    std::string name(dump.data() + at + 56);
+    INFO(name);
+    REQUIRE(size == 56 + name.size() + 1 + code_size);
+    CHECK(code_size > 0);
+    CHECK(std::memcmp(reinterpret_cast<const void *>(addr), dump.data() + at + 56 + name.size() + 1, code_size) == 0);
+    names.insert(name);
+    at += size;
+  }
+  CHECK(names.count("segment_0_step") == 1);
+  CHECK(names.count("segment_1_step") == 1);
+  // The loop's own copy of the flow cache's batch code, by its name.
+  CHECK(std::any_of(names.begin(), names.end(),
+                    [](const std::string &n) { return n.find("FlowCache13account_batch") != std::string::npos; }));
+  // perf record finds the dump through its mapping in the process.
+  std::ifstream maps("/proc/self/maps");
+  std::string all((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+  CHECK(all.find(path) != std::string::npos);
 }
 
 TEST_CASE("jit: a handler write runs the interpreter until the loop is compiled again with the new value", "[jit]") {

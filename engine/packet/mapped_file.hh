@@ -15,6 +15,22 @@
 // kernel zeroes it past the end. A reader that finds zeros where it
 // expected data asks (check_size). The reader checks intact_below after
 // reading what it reads, and discards what lay past it.
+//
+// Mapping a 1 GB trace page by page cost more cpu than metering it on one
+// lane: 262,144 page table entries made and taken down again, a third of
+// the process's cpu in the kernel, on the thread that brings pages in
+// (TraceMapping) and on the cpus the lanes share with it. Where the page
+// cache holds the file in 2 MiB folios (Linux 6.16 on, ext4 and xfs: a file
+// read from the disk with enough read-ahead, or through a huge-page vma as
+// this one is), the kernel maps each folio with one PMD entry, but only
+// where the mapping's address is 2 MiB-aligned as the file offset is: so
+// the file is mapped at such an address (kHugeAlign), 512 faults for 1 GB
+// instead of 15,000 (measured in docs/performance.md). Where it holds the
+// file in small folios (a file just written by another program), each
+// fault maps its fault-around window (64 KiB by default) of cached pages,
+// so bring_in() reads one byte in each window rather than asking for every
+// page (MADV_POPULATE_READ, which walks the page tables page by page after
+// faulting them).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -28,6 +44,12 @@ class MappedFile {
   // where it cannot be (not a regular file, empty, mmap fails, too many
   // mappings at once for the SIGBUS guard).
   explicit MappedFile(int fd);
+  // data() is aligned to this (a PMD's span on x86-64 and arm64 with 4 KiB pages).
+  static constexpr size_t kHugeAlign = size_t(2) << 20;
+  // bring_in() reads a byte every kFaultAround bytes: the kernel's
+  // fault_around_bytes default (debugfs; where it is set lower, the
+  // reader takes the faults of the pages in between itself).
+  static constexpr size_t kFaultAround = size_t(64) << 10;
   ~MappedFile();
   MappedFile(const MappedFile &) = delete;
   MappedFile &operator=(const MappedFile &) = delete;

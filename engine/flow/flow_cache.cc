@@ -95,8 +95,9 @@ inline void hash_each(const FlowHashKey &key, const uint64_t (*w)[5], unsigned n
 struct alignas(128) FlowCache::Entry {
   // first cache line: what a lookup and the expiry scan read
   FlowKey key;          // canonical order (bi), fields outside the key zero
-  uint64_t last_ns;     // last packet of the entry, either direction, any record: idle timeout
-  uint32_t home;        // home bucket; the next free slot while free
+  uint64_t last_ns;     // last packet of the entry, either direction, any record: idle timeout; the next free slot while free
+  uint8_t min_ttl[2];   // optional field ttl (FlowCache::attrs_ only), per direction, as below:
+  uint8_t max_ttl[2];   // here, not in Attrs, so that a packet of a flow touches Attrs only when first of its direction
   uint8_t state;        // kUsed | kEnded | kRef | kFwdRev
   uint8_t tcp_flags[2]; // [0] forward, [1] reverse, as below
   uint8_t pad;
@@ -138,8 +139,7 @@ struct alignas(64) FlowCache::Attrs {
   uint8_t mac[2][12];  // per direction: destination then source, as the frame has them
   uint32_t if_index[2];
   uint8_t tos[2];
-  uint8_t min_ttl[2];
-  uint8_t max_ttl[2];
+  uint8_t pad[4];
   uint16_t vlan_inner;
   uint8_t mpls_top[3];
   uint8_t flow_direction;
@@ -260,6 +260,9 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
     attrs_map_.p = map_memory(attrs_map_.n, cfg.prefault);
     attrs_ = static_cast<Attrs *>(attrs_map_.p);
   }
+  home_map_.n = round_up(capacity_ * sizeof(uint32_t), 4096);
+  home_map_.p = map_memory(home_map_.n, cfg.prefault);
+  homes_ = static_cast<uint32_t *>(home_map_.p);
   used_map_.n = round_up((capacity_ + 63) / 64 * 8, 4096);
   used_map_.p = map_memory(used_map_.n, cfg.prefault);
   used_bits_ = static_cast<uint64_t *>(used_map_.p);
@@ -274,7 +277,7 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
 FlowCache::~FlowCache() = default;
 
 size_t FlowCache::bytes() const {
-  return entry_map_.n + bucket_map_.n + scratch_map_.n + attrs_map_.n + ext_map_.n + used_map_.n;
+  return entry_map_.n + bucket_map_.n + scratch_map_.n + attrs_map_.n + ext_map_.n + used_map_.n + home_map_.n;
 }
 
 void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
@@ -355,7 +358,7 @@ void FlowCache::index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint
 }
 
 void FlowCache::index_remove(uint32_t slot) {
-  for (uint32_t b = entries_[slot].home;;) {
+  for (uint32_t b = homes_[slot];;) {
     Bucket &bk = buckets_[b];
     for (unsigned w = 0; w < kWays; ++w)
       if (bk.slot[w] == slot && bk.tag[w] != 0) {
@@ -371,7 +374,7 @@ uint32_t FlowCache::alloc_slot() {
   uint32_t s;
   if (free_head_ != kNone) {
     s = free_head_;
-    free_head_ = entries_[s].home;
+    free_head_ = uint32_t(entries_[s].last_ns);
   } else {
     s = bump_++;
   }
@@ -384,7 +387,7 @@ void FlowCache::release(uint32_t slot) {
   index_remove(slot);
   Entry &e = entries_[slot];
   e.state = 0;
-  e.home = free_head_;
+  e.last_ns = free_head_;
   free_head_ = slot;
   used_bits_[slot >> 6] &= ~(uint64_t(1) << (slot & 63));
   --used_;
@@ -476,7 +479,7 @@ void FlowCache::fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const
     if (has(FlowField::DstMac)) std::memcpy(c[d]->dst_mac, a.mac[d], 6);
     if (has(FlowField::SrcMac)) std::memcpy(c[d]->src_mac, a.mac[d] + 6, 6);
     if (has(FlowField::Tos)) c[d]->tos = a.tos[d];
-    if (has(FlowField::Ttl)) c[d]->min_ttl = a.min_ttl[d], c[d]->max_ttl = a.max_ttl[d];
+    if (has(FlowField::Ttl)) c[d]->min_ttl = e.min_ttl[d], c[d]->max_ttl = e.max_ttl[d];
   }
   if (!has_packets(e)) return;
   if (has(FlowField::Direction)) rec.flow_direction = a.flow_direction;
@@ -485,26 +488,28 @@ void FlowCache::fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const
 }
 
 // A packet counted in direction d of entry e (before count(): e still has
-// the counts without it).
-void FlowCache::count_attrs(uint32_t slot, const Entry &e, unsigned d, const Prepared &p) {
-  Attrs &a = attrs_[slot];
+// the counts without it). Only a direction's first packet touches Attrs;
+// the others change the TTLs, in the entry's first line.
+void FlowCache::count_attrs(uint32_t slot, Entry &e, unsigned d, const Prepared &p) {
   const PacketMeta &m = *p.meta;
+  if (e.packets[d] != 0) {
+    if (m.ttl < e.min_ttl[d]) e.min_ttl[d] = m.ttl;
+    if (m.ttl > e.max_ttl[d]) e.max_ttl[d] = m.ttl;
+    return;
+  }
+  Attrs &a = attrs_[slot];
   if (!has_packets(e)) {  // the record's first packet
     a.flow_direction = p.source.flow_direction;
     a.vlan_inner = m.vlan_inner;
     std::memcpy(a.mpls_top, m.mpls_top, 3);
     a.if_index[1 - d] = 0;
   }
-  if (e.packets[d] == 0) {  // the direction's first
-    a.tos[d] = m.tos;
-    a.min_ttl[d] = a.max_ttl[d] = m.ttl;
-    a.if_index[d] = p.source.if_index;
-    if (p.source.frame && m.is_ethernet()) std::memcpy(a.mac[d], p.source.frame, 12);
-    else std::memset(a.mac[d], 0, 12);
-  } else {
-    if (m.ttl < a.min_ttl[d]) a.min_ttl[d] = m.ttl;
-    if (m.ttl > a.max_ttl[d]) a.max_ttl[d] = m.ttl;
-  }
+  // the direction's first
+  a.tos[d] = m.tos;
+  e.min_ttl[d] = e.max_ttl[d] = m.ttl;
+  a.if_index[d] = p.source.if_index;
+  if (p.source.frame && m.is_ethernet()) std::memcpy(a.mac[d], p.source.frame, 12);
+  else std::memset(a.mac[d], 0, 12);
 }
 
 // merge_direction()'s optional fields. `record_first`: the entry here has
@@ -513,7 +518,9 @@ void FlowCache::count_attrs(uint32_t slot, const Entry &e, unsigned d, const Pre
 void FlowCache::adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to,
                             bool record_first, bool first) {
   Attrs &n = attrs_[slot];
+  Entry &ne = entries_[slot];
   const Attrs *o = from.attrs_ ? &from.attrs_[from_slot] : nullptr;
+  const Entry &oe = from.entries_[from_slot];
   if (record_first) {
     std::memset(&n, 0, sizeof n);
     if (o) {
@@ -522,17 +529,17 @@ void FlowCache::adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned 
     }
   }
   if (!o) {
-    if (first) std::memset(n.mac[to], 0, 12), n.if_index[to] = 0, n.tos[to] = n.min_ttl[to] = n.max_ttl[to] = 0;
+    if (first) std::memset(n.mac[to], 0, 12), n.if_index[to] = 0, n.tos[to] = ne.min_ttl[to] = ne.max_ttl[to] = 0;
     return;
   }
   if (first) {
     std::memcpy(n.mac[to], o->mac[d], 12);
     n.if_index[to] = o->if_index[d];
     n.tos[to] = o->tos[d];
-    n.min_ttl[to] = o->min_ttl[d], n.max_ttl[to] = o->max_ttl[d];
+    ne.min_ttl[to] = oe.min_ttl[d], ne.max_ttl[to] = oe.max_ttl[d];
   } else {
-    n.min_ttl[to] = std::min(n.min_ttl[to], o->min_ttl[d]);
-    n.max_ttl[to] = std::max(n.max_ttl[to], o->max_ttl[d]);
+    ne.min_ttl[to] = std::min(ne.min_ttl[to], oe.min_ttl[d]);
+    ne.max_ttl[to] = std::max(ne.max_ttl[to], oe.max_ttl[d]);
   }
 }
 
@@ -610,7 +617,7 @@ void FlowCache::adopt(const FlowCache &from, const std::function<void(const Flow
         Entry &n = entries_[s];
         std::memset(static_cast<void *>(&n), 0, sizeof n);
         n.key = p.key;
-        n.home = p.home;
+        homes_[s] = p.home;
         n.state = uint8_t(kUsed | kRef | (swapped ? kFwdRev : 0));
         index_insert(s, p.home, bucket, p.tag);
         ++stats_.created;
@@ -671,8 +678,8 @@ void FlowCache::swap_directions(uint32_t s) {
     std::swap(a.mac[0], a.mac[1]);
     std::swap(a.if_index[0], a.if_index[1]);
     std::swap(a.tos[0], a.tos[1]);
-    std::swap(a.min_ttl[0], a.min_ttl[1]);
-    std::swap(a.max_ttl[0], a.max_ttl[1]);
+    std::swap(n.min_ttl[0], n.min_ttl[1]);
+    std::swap(n.max_ttl[0], n.max_ttl[1]);
   }
   n.state ^= kFwdRev;
 }
@@ -804,7 +811,7 @@ FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out
   s = alloc_slot();
   Entry &e = entries_[s];
   e.key = p.key;
-  e.home = p.home;
+  homes_[s] = p.home;
   e.state = uint8_t(kUsed | (p.swapped ? kFwdRev : 0));
   e.pad = 0;
   reset_record(e);
@@ -871,7 +878,6 @@ void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *ti
         const Entry *e = &entries_[slot];
         prefetch(e);
         prefetch(reinterpret_cast<const char *>(e) + 64);
-        if (attrs_) prefetch(&attrs_[slot]);
       }
     };
     constexpr unsigned kEntryAhead = 16;
@@ -910,7 +916,7 @@ class FlowCache::LeavingSlots {
   LeavingSlots &operator=(const LeavingSlots &) = delete;
 
   void push(uint32_t slot) {
-    prefetch(&cache_.buckets_[cache_.entries_[slot].home]);
+    prefetch(&cache_.buckets_[cache_.homes_[slot]]);
     if (count_ == kAhead) {
       cache_.release(ring_[head_]);
       ring_[head_] = slot;

@@ -74,10 +74,12 @@
 // Layout and cost
 //
 // * Entries: one array of `capacity` 128-byte entries (two adjacent cache
-//   lines: key, entry times, flags and lengths in the first, the four 64-bit
-//   counter pairs in the second), aligned to 128 so the adjacent-line
+//   lines: key, entry times, flags, lengths and TTLs in the first, the four
+//   64-bit counter pairs in the second), aligned to 128 so the adjacent-line
 //   prefetcher brings both. Free entries form an intrusive free list, plus a
-//   bump pointer for never-used ones, so construction touches nothing.
+//   bump pointer for never-used ones, so construction touches nothing. Each
+//   entry's home bucket is in an array of its own (4 bytes a slot), read
+//   only when the entry leaves the index.
 // * Index: ceil(capacity / 4) 64-byte buckets of 8 ways (load <= 50% when
 //   full): 8 16-bit tags (0 = empty), 8 32-bit entry numbers and an overflow
 //   count. A key's home bucket is fastrange(hash high 32 bits); its tag the
@@ -127,9 +129,12 @@
 //   packet in the current record: ToS, interface, MAC addresses; and the
 //   smallest and largest TTL of its packets. Of the record's first packet:
 //   flowDirection, inner VLAN, top MPLS label. An active timeout starts them
-//   over with the fresh record, as the counters. One more cache line per
-//   packet (prefetched with the entry).
-// * Memory: 128 + 16 = 144 bytes per flow of capacity (bytes()), 208 with
+//   over with the fresh record, as the counters. The TTLs, the only ones a
+//   packet after the first of its direction changes, are kept in the
+//   entry's first line: the second array's line is touched by a
+//   direction's first packet only (with it in the array, every packet
+//   touched it: 4 lines a packet, not 3; docs/performance.md).
+// * Memory: 128 + 16 + 4 = 148 bytes per flow of capacity (bytes()), 212 with
 //   optional fields, and a bit per flow (the slots in use, for the expiry
 //   scan), mapped once
 //   (anonymous mmap, transparent huge pages advised); pages are touched on
@@ -316,7 +321,7 @@ class FlowCache {
   };
   void prepare(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
                Prepared &p) const;
-  void count_attrs(uint32_t slot, const Entry &e, unsigned d, const Prepared &p);
+  void count_attrs(uint32_t slot, Entry &e, unsigned d, const Prepared &p);
   void fill_attrs(uint32_t slot, const Entry &e, FlowRecord &rec) const;
   void adopt_attrs(const FlowCache &from, uint32_t from_slot, unsigned d, uint32_t slot, unsigned to,
                    bool record_first, bool first);
@@ -357,6 +362,11 @@ class FlowCache {
   // without optional fields has no code for them.
   Mapping attrs_map_;
   Attrs *attrs_ = nullptr;
+  // Each entry slot's home bucket, read only to take its key out of the
+  // index (not in the entry: its first line holds the TTLs instead). Set
+  // once, a JIT constant.
+  Mapping home_map_;
+  uint32_t *homes_ = nullptr;
   // A bit per entry slot, set while it holds a flow: the expiry scan reads
   // these, not the entries. Set once, a JIT constant too.
   Mapping used_map_;

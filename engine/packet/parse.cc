@@ -325,10 +325,65 @@ ParseStatus parse_nflog(const Frame &f, PacketMeta &m) {
   }
 }
 
+// The common case in one straight pass: an untagged Ethernet frame with an
+// IPv4 header without options, not a fragment, its length field believed,
+// and a whole TCP or UDP header inside the datagram and the capture. Fills
+// `out` exactly as the general parse below would (the test "parse: the
+// fast path gives what the general parse gives" compares them byte for
+// byte) and returns true; false for anything else, out untouched. On a
+// 64-byte frame the general parse, four calls deep, cost more than the
+// flow table's hash (docs/performance.md).
+inline bool parse_ethernet_ipv4_fast(const uint8_t *data, uint32_t caplen, uint32_t wirelen, PacketMeta &out) {
+  constexpr uint32_t kL3 = 14, kL4 = kL3 + 20;
+  if (caplen < kL4 + 8 || caplen >= kMaxLookedAt || be16(data + 12) != kEthIpv4) return false;
+  const uint8_t *ip = data + kL3;
+  const uint32_t total = be16(ip + 2);
+  const uint8_t proto = ip[9];
+  // version 4, IHL 5; length field neither 0 nor past the frame; no fragment bits but DF
+  if (ip[0] != 0x45 || total == 0 || total > wirelen - kL3 || (be16(ip + 6) & 0x3fff) != 0) return false;
+  const uint8_t *l4 = data + kL4;
+  uint32_t l4_len;
+  if (proto == kProtoTcp) {
+    l4_len = uint32_t(l4[12] >> 4) * 4;
+    if (total < 20 + 20 || caplen < kL4 + 20 || l4_len < 20 || 20 + l4_len > total || kL4 + l4_len > caplen)
+      return false;
+  } else if (proto == kProtoUdp) {
+    l4_len = 8;
+    if (total < 20 + 8) return false;
+  } else {
+    return false;
+  }
+  std::memset(&out, 0, sizeof out);
+  out.src_addr[10] = out.src_addr[11] = out.dst_addr[10] = out.dst_addr[11] = 0xff;
+  std::memcpy(out.src_addr + 12, ip + 12, 4);
+  std::memcpy(out.dst_addr + 12, ip + 16, 4);
+  out.src_port = be16(l4);
+  out.dst_port = be16(l4 + 2);
+  out.ip_proto = proto;
+  out.status = ParseStatus::Ok;
+  out.flags = PacketMeta::kEthernet | PacketMeta::kIpv4 | PacketMeta::kHasL4;
+  out.l3_offset = uint16_t(kL3);
+  out.l4_offset = uint16_t(kL4);
+  out.payload_offset = uint16_t(kL4 + l4_len);
+  out.ethertype = kEthIpv4;
+  out.ip_total_length = total;
+  out.ttl = ip[8];
+  out.tos = ip[1];
+  out.tcp_flags = proto == kProtoTcp ? l4[13] : 0;
+  return true;
+}
+
 }  // namespace
 
 ParseStatus parse_packet(const uint8_t *data, uint32_t caplen, LinkType link, PacketMeta &out,
                          uint32_t wirelen) {
+  if (link == LinkType::Ethernet && parse_ethernet_ipv4_fast(data, caplen, wirelen > caplen ? wirelen : caplen, out))
+    return ParseStatus::Ok;
+  return parse_packet_general(data, caplen, link, out, wirelen);
+}
+
+ParseStatus parse_packet_general(const uint8_t *data, uint32_t caplen, LinkType link, PacketMeta &out,
+                                 uint32_t wirelen) {
   std::memset(&out, 0, sizeof out);  // padding too: metas compare and hash as bytes
   Frame f{data, caplen < kMaxLookedAt ? caplen : kMaxLookedAt, wirelen > caplen ? wirelen : caplen};
   ParseStatus s;

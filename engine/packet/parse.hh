@@ -26,6 +26,12 @@ inline constexpr int kMaxIpv6ExtHeaders = 8;
 ParseStatus parse_packet(const uint8_t *data, uint32_t caplen, LinkType link, PacketMeta &out,
                          uint32_t wirelen = 0);
 
+// The same without the fast path for the common case (untagged Ethernet,
+// IPv4 without options, TCP or UDP) that parse_packet() tries first: what
+// that path must agree with, for the tests.
+ParseStatus parse_packet_general(const uint8_t *data, uint32_t caplen, LinkType link, PacketMeta &out,
+                                 uint32_t wirelen = 0);
+
 // Stable short name for counters and logs: "ok", "non_ip", "truncated_l2", ...
 const char *parse_status_name(ParseStatus s);
 

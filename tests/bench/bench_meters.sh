@@ -90,6 +90,16 @@ if [ ! -f "$TRACE" ]; then
   mv "$TRACE.tmp" "$TRACE"
 fi
 pk=$(capinfos -c -M "$TRACE" | awk '/Number of packets/ {print $NF}')
+# The trace as the page cache holds a file read from the disk, whoever wrote
+# it and however it was read before (FROM_DISK=0: as it is): dropped from
+# the cache, then read back once. How the cache holds it matters to a meter
+# that maps the file (Sluice): on Linux 6.16 on, a file read from the disk
+# with enough read-ahead is cached in 2 MiB folios, each mapped at once; a
+# file just written, in small ones (docs/performance.md). The others read() it.
+if [ "${FROM_DISK:-1}" = 1 ]; then
+  python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$TRACE"
+  cat "$TRACE" > /dev/null
+fi
 
 cat > "$TMP/one.pipe" <<PIPE
 exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);

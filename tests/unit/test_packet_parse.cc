@@ -795,6 +795,63 @@ bool link_supported(int dlt) {
 
 }  // namespace
 
+namespace {
+// parse_packet() against parse_packet_general() on one frame: the same
+// meta, byte for byte (metas are compared and hashed as bytes).
+bool same_as_general(const Bytes &p, uint32_t caplen, uint32_t wirelen, LinkType link = LinkType::Ethernet) {
+  PacketMeta fast, general;
+  std::memset(&fast, 0x5a, sizeof fast);  // what the parse leaves unwritten shows
+  std::memset(&general, 0xa5, sizeof general);
+  ParseStatus a = parse_packet(p.data(), caplen, link, fast, wirelen);
+  ParseStatus b = parse_packet_general(p.data(), caplen, link, general, wirelen);
+  return a == b && std::memcmp(&fast, &general, sizeof fast) == 0;
+}
+}  // namespace
+
+// parse_packet() takes a fast path for untagged Ethernet, IPv4 without
+// options, TCP or UDP; it must give exactly what the general parse gives,
+// for such frames and for every frame a byte or a length away from one.
+TEST_CASE("parse: the fast path gives what the general parse gives", "[packet]") {
+  V4 o;
+  o.ttl = 57, o.tos = 0xb8;
+  const std::vector<Bytes> frames = {
+      ether(0x0800, ipv4(6, tcp(40000, 443, kSyn | kAck, {}, Bytes(10, 'x')), o)),
+      ether(0x0800, ipv4(6, tcp(40000, 443, kPsh | kAck, zeros(12)), o)),  // options, no payload
+      ether(0x0800, ipv4(17, udp(5353, 53, Bytes(30, 'q')), o)),
+      ether(0x0800, ipv4(17, udp(1, 2), o)),
+      cat({ether(0x0800, ipv4(17, udp(1, 2), o)), zeros(18)}),  // Ethernet padding after the datagram
+      ether(0x0800, ipv4(6, tcp(1, 2, kSyn), o)),
+  };
+  uint64_t compared = 0, differ = 0, fast_shaped = 0;
+  std::ostringstream first;
+  auto check = [&](const Bytes &f, uint32_t caplen, uint32_t wirelen, const char *what, size_t at) {
+    ++compared;
+    if (same_as_general(f, caplen, wirelen)) return;
+    if (++differ <= 5) first << what << " at " << at << ", caplen " << caplen << ", wirelen " << wirelen << "\n";
+  };
+  for (const Bytes &f : frames) {
+    const uint32_t len = uint32_t(f.size());
+    PacketMeta m;
+    parse_packet_general(f.data(), len, LinkType::Ethernet, m, 0);
+    REQUIRE(m.status == ParseStatus::Ok);
+    fast_shaped += m.has_l4();
+    // every capture length, with the wire length the frame's, longer, and unknown
+    for (uint32_t cut = 0; cut <= len; ++cut)
+      for (uint32_t wire : {uint32_t(0), len, len + 100}) check(f, cut, wire, "cut", cut);
+    // every byte of the headers set to values that matter to the parse
+    for (size_t i = 0; i < std::min<size_t>(len, 70); ++i)
+      for (int v : {0x00, 0x01, 0x05, 0x06, 0x11, 0x20, 0x40, 0x45, 0x46, 0x50, 0x80, 0xff, f[i] ^ 0x01, f[i] ^ 0x10}) {
+        Bytes g = f;
+        g[i] = uint8_t(v);
+        for (uint32_t wire : {uint32_t(0), len + 3}) check(g, len, wire, "byte", i);
+      }
+  }
+  INFO(first.str());
+  CHECK(differ == 0);
+  CHECK(fast_shaped == frames.size());
+  CHECK(compared > 10000);
+}
+
 TEST_CASE("real captures of every link type", "[packet][traces]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(kTraceDir) / "linktypes";
@@ -939,8 +996,12 @@ TEST_CASE("ndpi_merged.pcap: statuses, and agreement with libpcap's BPF", "[pack
   pcap_pkthdr *h;
   const uint8_t *d;
   PacketMeta m;
+  uint64_t differ_from_general = 0;
   while (t.next(h, d)) {
     parse_packet(d, h->caplen, LinkType::Ethernet, m, h->len);
+    PacketMeta general;
+    parse_packet_general(d, h->caplen, LinkType::Ethernet, general, h->len);
+    differ_from_general += std::memcmp(&m, &general, sizeof m) != 0;
     tally.add(*h, m);
     for (int f = 0; f < kFilters; ++f) {
       bool our_answer = ours(m, f);
@@ -962,6 +1023,7 @@ TEST_CASE("ndpi_merged.pcap: statuses, and agreement with libpcap's BPF", "[pack
   }
   INFO(unexplained.str());
   CHECK(tally.by_status[int(ParseStatus::UnsupportedLinkType)] == 0);
+  CHECK(differ_from_general == 0);  // parse_packet's fast path
   for (int f = 0; f < kFilters; ++f) {
     CHECK(differences[f][Unexplained] == 0);
     // The explained classes are rare: well under 1% of the packets each.

@@ -222,8 +222,8 @@ src -> Timestamp(clock pcap) -> Ring(capacity 64K) -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
     -> GCSlicer(table ft, period 1s, slices 1000) -> FlowLog("/dev/null");
 PIPE
-  # trace: 16 B of index + 64 B per packet (~15 a flow); 128 B ground truth per flow; 144 B per table slot
-  echo $(( (rate * dur * (15 * 80 + 128) + cap * lanes * 144) / 1048576 ))
+  # trace: 16 B of index + 64 B per packet (~15 a flow); 128 B ground truth per flow; 212 B per table slot (fields all, the default)
+  echo $(( (rate * dur * (15 * 80 + 128) + cap * lanes * 212) / 1048576 ))
 }
 
 MODEL=$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}')

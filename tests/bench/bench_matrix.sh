@@ -106,9 +106,9 @@ src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
     -> GCSlicer(table ft, period 1s, slices 1000) -> exp;
 PIPE
   # trace: 16 B of index + the frame (64 B; IMIX about 360 B on average) per
-  # packet; 128 B of ground truth per flow; 144 B per table slot
+  # packet; 128 B of ground truth per flow; 212 B per table slot (fields all, the default)
   local frame=64; [ "$2" = imix ] && frame=360
-  echo $(( (rate * dur * (ppf * (16 + frame) + 128) + cap * $3 * 144) / 1048576 ))
+  echo $(( (rate * dur * (ppf * (16 + frame) + 128) + cap * $3 * 212) / 1048576 ))
 }
 
 # run_once POINT MODE PIPE

@@ -53,8 +53,8 @@ for point in "${POINTS[@]}"; do
   rate=$((c * 2 / 3))
   dur=$(( 16000000 / (rate * ppf) )); [ "$dur" -ge 2 ] || dur=2
   cap=$((c * 2))
-  # trace: 16 B of index + 64 B per packet; 128 B ground truth per flow; 144 B per table slot
-  need_mb=$(( (rate * dur * (ppf * 80 + 128) + cap * 144) / 1048576 ))
+  # trace: 16 B of index + 64 B per packet; 128 B ground truth per flow; 212 B per table slot (fields all, the default)
+  need_mb=$(( (rate * dur * (ppf * 80 + 128) + cap * 212) / 1048576 ))
   avail_mb=$(awk '/MemAvailable/ {print int($2 / 1024)}' /proc/meminfo)
   if [ "$need_mb" -gt $((avail_mb * 3 / 4)) ]; then
     printf '  %-13s skipped: needs about %d MiB, %d MiB available\n' "$point" "$need_mb" "$avail_mb"

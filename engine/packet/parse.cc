@@ -344,9 +344,9 @@ inline bool parse_ethernet_ipv4_fast(const uint8_t *data, uint32_t caplen, uint3
   const uint8_t *l4 = data + kL4;
   uint32_t l4_len;
   if (proto == kProtoTcp) {
+    if (total < 20 + 20 || caplen < kL4 + 20) return false;  // before the data offset is read
     l4_len = uint32_t(l4[12] >> 4) * 4;
-    if (total < 20 + 20 || caplen < kL4 + 20 || l4_len < 20 || 20 + l4_len > total || kL4 + l4_len > caplen)
-      return false;
+    if (l4_len < 20 || 20 + l4_len > total || kL4 + l4_len > caplen) return false;
   } else if (proto == kProtoUdp) {
     l4_len = 8;
     if (total < 20 + 8) return false;

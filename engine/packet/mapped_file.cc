@@ -146,7 +146,7 @@ bool MappedFile::bring_in(size_t begin, size_t end) const {
   // cached pages (or, in a huge folio, all of it), taken here rather than by
   // the reader; past a shrunk file's end, the handler's zeros. Not
   // MADV_POPULATE_READ: it walks the page tables page by page after the
-  // faults, which cost it 2.5x these reads (header comment).
+  // faults, and took about twice these reads' time (docs/performance.md).
   from &= ~uintptr_t(kFaultAround - 1);
   for (uintptr_t p = from; p < to; p += kFaultAround) (void)*reinterpret_cast<const volatile uint8_t *>(p);
   (void)*reinterpret_cast<const volatile uint8_t *>(to - 1);

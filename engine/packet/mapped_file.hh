@@ -24,8 +24,8 @@
 // read from the disk with enough read-ahead, or through a huge-page vma as
 // this one is), the kernel maps each folio with one PMD entry, but only
 // where the mapping's address is 2 MiB-aligned as the file offset is: so
-// the file is mapped at such an address (kHugeAlign), 512 faults for 1 GB
-// instead of 15,000 (measured in docs/performance.md). Where it holds the
+// the file is mapped at such an address (kHugeAlign): 500-650 faults for
+// 1 GB instead of 12,000-16,000 (measured in docs/performance.md). Where it holds the
 // file in small folios (a file just written by another program), each
 // fault maps its fault-around window (64 KiB by default) of cached pages,
 // so bring_in() reads one byte in each window rather than asking for every

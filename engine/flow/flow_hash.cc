@@ -1,6 +1,9 @@
 #include "engine/flow/flow_hash.hh"
 
 #include <sys/random.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cerrno>
 #include <cstdlib>
@@ -49,23 +52,88 @@ template <int L>
                                                uint64_t *h) {
   for (unsigned i = 0; i + 8 <= n; i += 8) siphash13_40_lanes<8>(key, w + i, h + i);
 }
+// AVX-512 has a 64-bit vector rotate (vprolq), where AVX2 takes two shifts
+// and an or for each of SipHash's rotations, and gathers word i of eight
+// keys (40 bytes apart) in one instruction: 3.4 ns a key against 5.3 for
+// the AVX2 path (bench_flow_hash, Intel Xeon). Two or four groups of eight
+// side by side measured no faster: the vector ports are busy already.
+[[gnu::target("avx512f,avx512vl"), gnu::always_inline]] inline void sip_round_avx512(__m512i &v0, __m512i &v1,
+                                                                                     __m512i &v2, __m512i &v3) {
+  v0 = _mm512_add_epi64(v0, v1), v1 = _mm512_rol_epi64(v1, 13), v1 = _mm512_xor_si512(v1, v0);
+  v0 = _mm512_rol_epi64(v0, 32);
+  v2 = _mm512_add_epi64(v2, v3), v3 = _mm512_rol_epi64(v3, 16), v3 = _mm512_xor_si512(v3, v2);
+  v0 = _mm512_add_epi64(v0, v3), v3 = _mm512_rol_epi64(v3, 21), v3 = _mm512_xor_si512(v3, v0);
+  v2 = _mm512_add_epi64(v2, v1), v1 = _mm512_rol_epi64(v1, 17), v1 = _mm512_xor_si512(v1, v2);
+  v2 = _mm512_rol_epi64(v2, 32);
+}
+[[gnu::target("avx512f,avx512vl")]] void flow_hash_avx512(const FlowHashKey &key, const uint64_t (*w)[5],
+                                                            unsigned n, uint64_t *h) {
+  const __m512i word0 = _mm512_setr_epi64(0, 5, 10, 15, 20, 25, 30, 35);  // of each of 8 keys, in words
+  const __m512i k0 = _mm512_set1_epi64(int64_t(key.k0)), k1 = _mm512_set1_epi64(int64_t(key.k1));
+  for (unsigned g = 0; g + 8 <= n; g += 8) {
+    __m512i v0 = _mm512_xor_si512(k0, _mm512_set1_epi64(0x736f6d6570736575ll));
+    __m512i v1 = _mm512_xor_si512(k1, _mm512_set1_epi64(0x646f72616e646f6dll));
+    __m512i v2 = _mm512_xor_si512(k0, _mm512_set1_epi64(0x6c7967656e657261ll));
+    __m512i v3 = _mm512_xor_si512(k1, _mm512_set1_epi64(0x7465646279746573ll));
+    for (int i = 0; i < 5; ++i) {
+      const __m512i m = _mm512_i64gather_epi64(_mm512_add_epi64(word0, _mm512_set1_epi64(i)), w + g, 8);
+      v3 = _mm512_xor_si512(v3, m);
+      sip_round_avx512(v0, v1, v2, v3);
+      v0 = _mm512_xor_si512(v0, m);
+    }
+    const __m512i last = _mm512_set1_epi64(int64_t(uint64_t(40) << 56));  // the length byte, as in siphash_40
+    v3 = _mm512_xor_si512(v3, last);
+    sip_round_avx512(v0, v1, v2, v3);
+    v0 = _mm512_xor_si512(v0, last), v2 = _mm512_xor_si512(v2, _mm512_set1_epi64(0xff));
+    for (int r = 0; r < 3; ++r) sip_round_avx512(v0, v1, v2, v3);
+    _mm512_storeu_si512(h + g, _mm512_xor_si512(_mm512_xor_si512(v0, v1), _mm512_xor_si512(v2, v3)));
+  }
+}
 const bool cpu_has_avx2 = [] {
   __builtin_cpu_init();  // a static initializer may run before libgcc's
   return __builtin_cpu_supports("avx2") != 0;
 }();
+const bool cpu_has_avx512 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0;
+}();
+#else
+const bool cpu_has_avx2 = false, cpu_has_avx512 = false;
 #endif
 
 }  // namespace
 
-void flow_hash_batch(const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h) {
+FlowHashPath flow_hash_best_path() {
+  return cpu_has_avx512 ? FlowHashPath::Avx512 : cpu_has_avx2 ? FlowHashPath::Avx2 : FlowHashPath::Scalar;
+}
+
+bool flow_hash_batch_on(FlowHashPath path, const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h) {
   unsigned done = 0;
+  switch (path) {
+    case FlowHashPath::Scalar:
+      break;
+    case FlowHashPath::Avx2:
+      if (!cpu_has_avx2) return false;
 #if defined(__x86_64__)
-  if (cpu_has_avx2) {
-    done = n / 8 * 8;
-    flow_hash_avx2(key, w, done, h);
-  }
+      done = n / 8 * 8;
+      flow_hash_avx2(key, w, done, h);
 #endif
+      break;
+    case FlowHashPath::Avx512:
+      if (!cpu_has_avx512) return false;
+#if defined(__x86_64__)
+      done = n / 8 * 8;
+      flow_hash_avx512(key, w, done, h);
+#endif
+      break;
+  }
   for (unsigned i = done; i < n; ++i) h[i] = flow_hash(key, w[i]);
+  return true;
+}
+
+void flow_hash_batch(const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h) {
+  static const FlowHashPath best = flow_hash_best_path();
+  flow_hash_batch_on(best, key, w, n, h);
 }
 
 bool parse_flow_hash_key(const char *text, FlowHashKey &key) {

@@ -76,11 +76,20 @@ inline uint64_t flow_hash(const FlowHashKey &key, const uint64_t w[5]) { return 
 // flow_hash() of n keys at once: h[i] = flow_hash(key, w[i]). Where the CPU
 // has AVX2, eight keys go through SipHash side by side in vector registers
 // (one key's rounds are a chain of dependent steps; eight keys' are not):
-// 4.5 ns a key against 13.7 one at a time, on the AMD EPYC of our VMs
-// (docs/performance.md). Elsewhere, and for the last n % 8, one at a time.
+// 4.5 ns a key against 13.7 one at a time, on the AMD EPYC of our VMs; where
+// it has AVX-512, eight with its vector rotate and gather: 3.4 ns a key
+// against 5.3 with AVX2 on an Intel Xeon (docs/performance.md).
+// Elsewhere, and for the last n % 8, one at a time.
 // A host function (not in the flow cache's bitcode): the CPU check is made
 // once, and a fused loop calls it once a batch.
 void flow_hash_batch(const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h);
+
+// The ways flow_hash_batch() can take, for the tests and benchmarks to run
+// each: flow_hash_batch_on() is false (and writes nothing) where the CPU
+// lacks the path's instructions.
+enum class FlowHashPath { Scalar, Avx2, Avx512 };
+FlowHashPath flow_hash_best_path();  // what flow_hash_batch() takes on this CPU
+bool flow_hash_batch_on(FlowHashPath path, const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h);
 
 // The key for a new table: SLUICE_FLOW_HASH_KEY (32 hex digits, the key's 16
 // bytes in order) when set, so that a run can be repeated with the same

@@ -108,24 +108,17 @@ FlowHashPath flow_hash_best_path() {
 }
 
 bool flow_hash_batch_on(FlowHashPath path, const FlowHashKey &key, const uint64_t (*w)[5], unsigned n, uint64_t *h) {
+  // The vector path for groups of eight, if any: the rest one at a time.
+  void (*groups)(const FlowHashKey &, const uint64_t(*)[5], unsigned, uint64_t *) = nullptr;
+#if defined(__x86_64__)
+  if (path == FlowHashPath::Avx2) groups = flow_hash_avx2;
+  if (path == FlowHashPath::Avx512) groups = flow_hash_avx512;
+#endif
+  if ((path == FlowHashPath::Avx2 && !cpu_has_avx2) || (path == FlowHashPath::Avx512 && !cpu_has_avx512)) return false;
   unsigned done = 0;
-  switch (path) {
-    case FlowHashPath::Scalar:
-      break;
-    case FlowHashPath::Avx2:
-      if (!cpu_has_avx2) return false;
-#if defined(__x86_64__)
-      done = n / 8 * 8;
-      flow_hash_avx2(key, w, done, h);
-#endif
-      break;
-    case FlowHashPath::Avx512:
-      if (!cpu_has_avx512) return false;
-#if defined(__x86_64__)
-      done = n / 8 * 8;
-      flow_hash_avx512(key, w, done, h);
-#endif
-      break;
+  if (groups) {
+    done = n / 8 * 8;
+    groups(key, w, done, h);
   }
   for (unsigned i = done; i < n; ++i) h[i] = flow_hash(key, w[i]);
   return true;

@@ -54,7 +54,7 @@ template <int L>
 }
 // AVX-512 has a 64-bit vector rotate (vprolq), where AVX2 takes two shifts
 // and an or for each of SipHash's rotations, and gathers word i of eight
-// keys (40 bytes apart) in one instruction: 3.4 ns a key against 5.3 for
+// keys (40 bytes apart) in one instruction: 3.4 ns a key against 5.6 for
 // the AVX2 path (bench_flow_hash, Intel Xeon). Two or four groups of eight
 // side by side measured no faster: the vector ports are busy already.
 [[gnu::target("avx512f,avx512vl"), gnu::always_inline]] inline void sip_round_avx512(__m512i &v0, __m512i &v1,

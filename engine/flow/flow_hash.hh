@@ -78,7 +78,7 @@ inline uint64_t flow_hash(const FlowHashKey &key, const uint64_t w[5]) { return 
 // (one key's rounds are a chain of dependent steps; eight keys' are not):
 // 4.5 ns a key against 13.7 one at a time, on the AMD EPYC of our VMs; where
 // it has AVX-512, eight with its vector rotate and gather: 3.4 ns a key
-// against 5.3 with AVX2 on an Intel Xeon (docs/performance.md).
+// against 5.6 with AVX2 on an Intel Xeon (docs/performance.md).
 // Elsewhere, and for the last n % 8, one at a time.
 // A host function (not in the flow cache's bitcode): the CPU check is made
 // once, and a fused loop calls it once a batch.

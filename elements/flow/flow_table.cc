@@ -1,5 +1,8 @@
 #include "elements/flow/flow_table.hh"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -7,6 +10,7 @@
 #include "dsl/literals.hh"
 #include "engine/base/clock.hh"
 #include "engine/runtime/run_context.hh"
+#include "engine/runtime/thread_placement.hh"
 
 #include "elements/units.hh"
 
@@ -210,6 +214,26 @@ FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElemen
   cfg.evict_when_full = arg("on_full").text == "evict";
   cfg.fields = kept_flow_fields(n);
   cfg.lane = uint16_t(lane() < 0 ? 0 : lane());
+  // The table's memory brought in beside the lane (PagePopulator), from the
+  // lane's node (where the lane's own faults would have put it), on its
+  // node's cpus that no lane runs on where there are such (else any).
+  cfg.populate_on_thread = true;
+  int node = -1;
+  cpu_set_t spare;
+  CPU_ZERO(&spare);
+  if (const Placement *p = ctx_.options.placement.get(); p && lane() >= 0 && size_t(lane()) < p->lanes.size()) {
+    node = p->lanes[size_t(lane())].node;
+    for (int c : p->usable_cpus) {
+      const HostCpu *hc = p->topology.cpu(c);
+      bool lanes_run_there = std::any_of(p->segments.begin(), p->segments.end(),
+                                         [c](const SegmentPlacement &s) { return s.lane >= 0 && s.cpu == c; });
+      if (hc && hc->node == node && !lanes_run_there && c < CPU_SETSIZE) CPU_SET(c, &spare);
+    }
+  }
+  cfg.populate_setup = [node, spare] {
+    settle_current_thread({.cpu = -1, .node = node});
+    if (CPU_COUNT(&spare) > 0) pthread_setaffinity_np(pthread_self(), sizeof spare, &spare);
+  };
   cache_ = std::make_unique<FlowCache>(cfg);
   // Registered in this order (the summary's and the JSON's), then mapped.
   for (ParseStatus st : {ParseStatus::NonIp, ParseStatus::UnsupportedLinkType, ParseStatus::TruncatedL2,

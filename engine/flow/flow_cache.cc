@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/flow/page_populator.hh"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -272,6 +274,19 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   buckets_ = static_cast<Bucket *>(bucket_map_.p);
   scratch_ = static_cast<Prepared *>(scratch_map_.p);
   free_head_ = kNone;
+
+  // The index at once (a table's first few hundred flows touch all of its
+  // huge pages), the slots' arrays 16K slots ahead (a huge page of
+  // entries): what the lane would otherwise fault in, zeroed, as it goes.
+  if (cfg.populate_on_thread && !cfg.prefault) {
+    constexpr size_t kLeadSlots = size_t(4) * PagePopulator::kStepSlots;
+    std::vector<PagePopulator::SlotArray> ahead = {{entry_map_.p, sizeof(Entry), capacity_},
+                                                   {home_map_.p, sizeof(uint32_t), capacity_}};
+    if (attrs_) ahead.push_back({attrs_map_.p, sizeof(Attrs), capacity_});
+    populator_ = std::make_unique<PagePopulator>(
+        std::vector<PagePopulator::Range>{{bucket_map_.p, bucket_map_.n}, {used_map_.p, used_map_.n}}, std::move(ahead),
+        std::min(kLeadSlots, capacity_), cfg.populate_setup);
+  }
 }
 
 FlowCache::~FlowCache() = default;
@@ -377,6 +392,7 @@ uint32_t FlowCache::alloc_slot() {
     free_head_ = uint32_t(entries_[s].last_ns);
   } else {
     s = bump_++;
+    if (s % PagePopulator::kStepSlots == 0 && populator_) populator_->advance(s);
   }
   used_bits_[s >> 6] |= uint64_t(1) << (s & 63);
   ++used_;

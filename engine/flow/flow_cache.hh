@@ -156,9 +156,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "engine/flow/flow_hash.hh"
+#include "engine/flow/page_populator.hh"
 #include "engine/flow/flow_record.hh"
 #include "engine/packet/packet_meta.hh"
 
@@ -175,6 +177,12 @@ struct FlowCacheConfig {
   uint16_t lane = 0;            // copied into every record
   uint64_t end_grace_ns = 1'000'000'000ull;  // after FIN/RST: ends after min(idle, this) without packets; > 0
   bool prefault = false;  // touch all memory in the constructor (no page faults on the data path later)
+  // Bring the memory in on a thread of its own instead (PagePopulator), while
+  // the lane runs: the index at once, the slots' arrays ahead of the slots
+  // handed out. populate_setup, where set, runs first on that thread (its
+  // placement: the pages land on the node of the thread that faults them).
+  bool populate_on_thread = false;
+  std::function<void()> populate_setup;
   // Optional record fields to keep (FlowTable `fields`): the others stay
   // zero in records. All but `icmp` (from the key) need a second array.
   FlowFieldSet fields = 0;
@@ -282,6 +290,8 @@ class FlowCache {
     return {&cfg_, size_t(reinterpret_cast<const char *>(&used_) - reinterpret_cast<const char *>(&cfg_))};
   }
   size_t active() const { return used_; }        // entries in use
+  size_t slots_used_ever() const { return bump_; }  // slots handed out since the table was last empty
+  const PagePopulator *populator() const { return populator_.get(); }  // null: populate_on_thread off
   size_t capacity() const { return capacity_; }  // flows
   size_t bytes() const;                          // memory mapped for entries and index
   uint64_t now() const { return now_; }          // largest time seen
@@ -385,6 +395,8 @@ class FlowCache {
   uint32_t flush_pos_ = 0;  // where flush() continues
   uint64_t now_ = 0;
   Stats stats_;
+  // Last: stopped before the mappings it brings in go.
+  std::unique_ptr<PagePopulator> populator_;
 };
 
 // GCSlicer's schedule over one FlowCache: the slots are cut into `slices`

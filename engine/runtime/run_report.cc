@@ -229,7 +229,8 @@ std::string RunReport::json() const {
   for (size_t l = 0; l < sources.size(); ++l)
     o << (l ? ", " : "") << "{\"lane\": " << l << ", \"received\": " << sources[l]->counters.in.get()
       << ", \"bytes\": " << sources[l]->received_bytes() << "}";
-  o << "],\n \"elements\": " << elements_json();
+  o << "],\n \"populate_cpu_s\": " << rt_.populate_cpu_s();
+  o << ",\n \"elements\": " << elements_json();
   o << ",\n \"segments\": [";
   const Placement *plan = rt_.context().options.placement.get();
   for (size_t i = 0; i < rt_.segments().size(); ++i) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "engine/base/clock.hh"
+#include "engine/flow/page_populator.hh"
 #include "engine/runtime/compile_decision.hh"
 #include "engine/runtime/dpdk_env.hh"
 #include "engine/runtime/graph_builder.hh"
@@ -102,9 +103,13 @@ bool RunContext::claim_output_file(const std::string &path, const std::string &e
 }
 
 Runtime::Runtime(std::shared_ptr<const CompiledPipe> pipe, RunOptions options)
-    : ctx_(pipe->lanes, std::move(options)) {
+    : ctx_(pipe->lanes, std::move(options)), populate_cpu_ns_at_start_(PagePopulator::cpu_ns_all()) {
   if (!ctx_.options.placement) ctx_.options.placement = pipe->placement;
   running_.pipe = std::move(pipe);
+}
+
+double Runtime::populate_cpu_s() const {
+  return double(PagePopulator::cpu_ns_all() - populate_cpu_ns_at_start_) / 1e9;
 }
 
 Runtime::~Runtime() {

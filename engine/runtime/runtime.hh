@@ -112,6 +112,9 @@ class Runtime {
   // Called by run() every 10 ms on its thread (a SIGHUP reload).
   void on_tick(std::function<void()> f) { on_tick_ = std::move(f); }
   double elapsed_s() const { return elapsed_s_; }
+  // The cpu time the flow tables' populator threads took since this runtime
+  // was made (PagePopulator: their memory brought in beside the lanes).
+  double populate_cpu_s() const;
   // The lane graph, options and lane sources (control plane: plan, stats).
   const RunContext &context() const { return ctx_; }
   void record_reload(bool applied, const std::vector<uint64_t> &lane_pause_ns) {
@@ -176,6 +179,7 @@ class Runtime {
   ProgramCache programs_;
   RetiredElements retired_;
   double elapsed_s_ = 0;
+  uint64_t populate_cpu_ns_at_start_;
   bool compile_when_running_ = false;
   std::function<void()> on_started_, on_tick_;
   ReloadStats reload_stats_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine/flow/flow_hash.hh"
+#include "engine/flow/page_populator.hh"
 #include "tests/bench/bench_flow_cache_results.hh"
 
 #if BENCH_VARIANT_crc
@@ -28,9 +29,10 @@
 #endif
 
 // The hash's header stays in namespace sluice (the key type and the key from
-// the OS are shared with the library); everything below the #define is in
-// VARIANT_NS instead.
+// the OS are shared with the library), as does the populator's; everything
+// below the #define is in VARIANT_NS instead.
 namespace VARIANT_NS {
+using sluice::PagePopulator;
 using sluice::flow_hash;
 using sluice::flow_hash_key_for_new_table;
 using sluice::FlowHashKey;

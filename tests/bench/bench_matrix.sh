@@ -33,7 +33,8 @@
 # Reported, medians of REPS:
 #   Mpps        packets received by all lanes / the run's elapsed_s
 #   Mpps/core   packets / the cpu time of every segment thread (lanes and the
-#               shared exporter; `cpu_s` of --stats-json): what a core does
+#               shared exporter; `cpu_s` of --stats-json) and of the flow
+#               tables' populator threads (`populate_cpu_s`): what a core does
 #   ns/pkt      the same, as ns of cpu per packet
 #   LLC/pkt     last-level cache load misses per packet (perf stat, the whole
 #               process: trace generation included), where the machine counts them
@@ -123,7 +124,9 @@ run_once() {
 import json, sys
 s = json.load(open(sys.argv[1]))
 rx = sum(l["received"] for l in s["lanes"])
-cpu = sum(g["cpu_s"] for g in s["segments"])
+# The flow tables' populator threads too (their memory brought in beside
+# the lanes: work done for them on other threads); 0 from binaries before it.
+cpu = sum(g["cpu_s"] for g in s["segments"]) + s.get("populate_cpu_s", 0)
 want = "interpreter" if sys.argv[2] == "interp" else "jit"
 ran = {g["program"] for g in s["segments"]}
 if ran != {want}:

@@ -18,10 +18,12 @@
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "engine/flow/flow_cache.hh"
 #include "engine/flow/flow_hash.hh"
+#include "engine/flow/page_populator.hh"
 #include "engine/packet/parse.hh"
 #include "engine/traffic/traffic_model.hh"
 #include "tests/unit/crafted_flow_keys.hh"
@@ -1962,4 +1964,56 @@ TEST_CASE("flowcache: optional fields: only those asked for, none without a sour
     CHECK(a1 == a3);
     CHECK(all(batch) == a1);  // adopt leaves `from` as it was
   }
+}
+
+// The table with its memory brought in beside it (PagePopulator) meters
+// exactly as one that faults its pages in itself, and the thread brings in
+// the index and the slots ahead of those handed out.
+TEST_CASE("flowcache: memory brought in on a thread of its own changes no record", "[flowcache][populate]") {
+  TrafficConfig tc = small_config();
+  tc.duration_ns = 1000 * kMs;
+  tc.new_flows_per_s = 80000;  // slots handed out past the populator's first lead (16K)
+  Trace t = make_trace(tc);
+  std::vector<FlowRecord> runs[2];
+  size_t handed_out = 0;
+  for (int k = 0; k < 2; ++k) {
+    FlowCacheConfig cfg = long_timeouts(true);
+    cfg.capacity = 1 << 18;
+    cfg.idle_ns = cfg.end_grace_ns = 5000 * kMs;  // none ends before the flush: slots are not reused
+    cfg.fields = ~FlowFieldSet(0);
+    cfg.hash_key = FlowHashKey{0x1234, 0x5678};
+    bool setup_ran = false;
+    cfg.populate_on_thread = k == 1;
+    cfg.populate_setup = [&setup_ran] { setup_ran = true; };
+    FlowCache cache(cfg);
+    REQUIRE((cache.populator() != nullptr) == (k == 1));
+    Feeder f{cache, {}};
+    FlowCacheSlicer gc(20 * kMs, 8);
+    FlowRecord buf[256];
+    for (size_t i = 0; i < t.metas.size(); ++i) {
+      f(t.metas[i], t.times[i]);
+      size_t n;
+      while (!gc.run(cache, t.times[i], buf, 256, &n)) f.records.insert(f.records.end(), buf, buf + n);
+      f.records.insert(f.records.end(), buf, buf + n);
+    }
+    handed_out = cache.slots_used_ever();
+    f.flush();
+    runs[k] = std::move(f.records);
+    if (k == 1) {
+      const PagePopulator &pop = *cache.populator();
+      for (int i = 0; i < 5000 && !(pop.at_once_done() && pop.ahead_done() >= handed_out); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      CHECK(setup_ran);
+      if (pop.supported()) {  // Linux 5.14 on
+        CHECK(pop.at_once_done());
+        CHECK(pop.ahead_done() >= handed_out);
+        // The index (a quarter of capacity in 64-byte buckets) and at least
+        // the entries of the slots handed out.
+        CHECK(pop.bytes_brought_in() >= (cfg.capacity / 4) * 64 + handed_out * 128);
+      }
+    }
+  }
+  CHECK(handed_out > 40000);
+  CHECK(runs[0].size() > 60000);
+  CHECK(same_records(runs[0], runs[1]));
 }

@@ -1,7 +1,7 @@
 #include "elements/flow/flow_table.hh"
 
-#include <pthread.h>
-#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -215,24 +215,16 @@ FlowTableRuntime::FlowTableRuntime(const Node &n, RunContext &c) : RuntimeElemen
   cfg.fields = kept_flow_fields(n);
   cfg.lane = uint16_t(lane() < 0 ? 0 : lane());
   // The table's memory brought in beside the lane (PagePopulator), from the
-  // lane's node (where the lane's own faults would have put it), on its
-  // node's cpus that no lane runs on where there are such (else any).
+  // lane's node (where the lane's own faults would have put it), below the
+  // priority of the threads it shares a cpu with: it takes the time they
+  // leave (while the probe starts, the lanes' cpus are idle).
   cfg.populate_on_thread = true;
   int node = -1;
-  cpu_set_t spare;
-  CPU_ZERO(&spare);
-  if (const Placement *p = ctx_.options.placement.get(); p && lane() >= 0 && size_t(lane()) < p->lanes.size()) {
+  if (const Placement *p = ctx_.options.placement.get(); p && lane() >= 0 && size_t(lane()) < p->lanes.size())
     node = p->lanes[size_t(lane())].node;
-    for (int c : p->usable_cpus) {
-      const HostCpu *hc = p->topology.cpu(c);
-      bool lanes_run_there = std::any_of(p->segments.begin(), p->segments.end(),
-                                         [c](const SegmentPlacement &s) { return s.lane >= 0 && s.cpu == c; });
-      if (hc && hc->node == node && !lanes_run_there && c < CPU_SETSIZE) CPU_SET(c, &spare);
-    }
-  }
-  cfg.populate_setup = [node, spare] {
+  cfg.populate_setup = [node] {
     settle_current_thread({.cpu = -1, .node = node});
-    if (CPU_COUNT(&spare) > 0) pthread_setaffinity_np(pthread_self(), sizeof spare, &spare);
+    setpriority(PRIO_PROCESS, pid_t(gettid()), 10);
   };
   cache_ = std::make_unique<FlowCache>(cfg);
   // Registered in this order (the summary's and the JSON's), then mapped.

@@ -1,12 +1,14 @@
 #include <net/if.h>
 #include <rte_ring.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <stdexcept>
 
 #include "engine/core/graph.hh"
 #include "engine/packet/parse.hh"
+#include "engine/packet/pcap_file_reader.hh"
 #include "engine/packet/rss_hash.hh"
 #include "engine/runtime/element_runtime.hh"
 #include "engine/runtime/ring_count.hh"
@@ -319,10 +321,15 @@ class RSSSourceRuntime final : public SourceElement {
     auto r = std::make_shared<DeviceReader>();
     // af_xdp lays its UMEM over the pool: DPDK's default pool order only
     // (from a last-freed-first pool it received nothing)
-    rte_mempool *pool = ctx_.pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM, live(),
+    // A trace walked in place: buffers without room of their own, and a
+    // small pool for the records copied (run_context.hh).
+    const bool in_place = spec_.kind == DeviceSpec::Kind::Pcap &&
+                          std::all_of(spec_.files.begin(), spec_.files.end(), walked_in_place);
+    rte_mempool *pool = ctx_.pool_for_source(node().element, in_place ? 0 : RTE_MBUF_DEFAULT_DATAROOM, live(),
                                              /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
+    rte_mempool *copies = in_place ? ctx_.copy_pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM) : nullptr;
     r->dev = std::make_unique<EthDevice>(spec_, e.name, queues, unsigned(arg("rx_desc").integer),
-                                         arg("symmetric").integer != 0, pool);
+                                         arg("symmetric").integer != 0, pool, copies);
     r->lanes = lanes_;
     r->burst = burst_;
     r->hash = &software_rss_key(arg("symmetric").integer != 0);

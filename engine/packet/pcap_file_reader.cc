@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pcap/pcap.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,18 @@ bool classic_pcap_format(const uint8_t *data, size_t size, ClassicPcapFormat &ou
   uint32_t snaplen = load32(data + 16, out.swapped);
   out.snapshot = snaplen == 0 || snaplen > kMaxSnapshot ? kMaxSnapshot : snaplen;
   return true;
+}
+
+bool walked_in_place(const std::string &file) {
+  int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  uint8_t header[kFileHeader];
+  ClassicPcapFormat f;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) > kFileHeader &&
+            pread(fd, header, kFileHeader, 0) == ssize_t(kFileHeader) && classic_pcap_format(header, kFileHeader, f);
+  close(fd);
+  return ok;
 }
 
 ClassicRecord classic_pcap_record(const uint8_t *hdr, const ClassicPcapFormat &f, PcapRecord &out) {

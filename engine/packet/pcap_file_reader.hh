@@ -50,6 +50,10 @@ struct ClassicPcapFormat {
 // the records can be walked here; false for anything libpcap should read.
 bool classic_pcap_format(const uint8_t *data, size_t size, ClassicPcapFormat &out);
 
+// Whether a PcapFileReader of `file` walks it in its mapping (a regular
+// file in the classic format): its records can be handed on in place.
+bool walked_in_place(const std::string &file);
+
 enum class ClassicRecord : uint8_t {
   Ok,       // out holds the record (data null)
   ToLibpcap,  // a record libpcap reads otherwise (it is libpcap's from here)

@@ -100,15 +100,15 @@ int dpdk_socket_for_node(int node) {
   return node;
 }
 
-rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket, bool lifo) {
-  constexpr unsigned kCacheSize = 256;  // per lcore: most allocations and frees never reach the pool
+rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket, bool lifo,
+                                unsigned cache) {
   uint16_t room = uint16_t(RTE_PKTMBUF_HEADROOM + data_room);
   if (lifo) {
-    if (rte_mempool *p = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket, "stack"))
+    if (rte_mempool *p = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, cache, kMbufPrivSize, room, socket, "stack"))
       return p;
     if (rte_errno != EINVAL) return nullptr;  // out of memory: the default would fail alike
   }
-  return rte_pktmbuf_pool_create(name.c_str(), n, kCacheSize, kMbufPrivSize, room, socket);
+  return rte_pktmbuf_pool_create(name.c_str(), n, cache, kMbufPrivSize, room, socket);
 }
 
 bool init_eal(const EalRequest &req, std::string *error) {

@@ -54,8 +54,9 @@ bool sysfs_cpu_path_cannot_exist(const char *path);
 // data missed the caches when the source wrote them. Falls back to the
 // default where the driver is missing, or when `lifo` is false (a device
 // that lays its own structures over the pool: af_xdp's UMEM received nothing
-// from a stack pool). nullptr with rte_errno on failure.
+// from a stack pool). `cache`: buffers each thread keeps of its own (0: a
+// small pool every thread must reach all of). nullptr with rte_errno on failure.
 rte_mempool *create_packet_pool(const std::string &name, unsigned n, uint16_t data_room, int socket,
-                                bool lifo = true);
+                                bool lifo = true, unsigned cache = 256);
 
 }  // namespace sluice

@@ -82,8 +82,8 @@ bool parse_device(const std::string &text, DeviceSpec &out, std::string *error) 
 }
 
 EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigned queues, unsigned rx_desc,
-                     bool symmetric, rte_mempool *pool)
-    : spec_(spec), element_(element), rx_desc_(rx_desc), symmetric_(symmetric), pool_(pool) {
+                     bool symmetric, rte_mempool *pool, rte_mempool *copy_pool)
+    : spec_(spec), element_(element), rx_desc_(rx_desc), symmetric_(symmetric), pool_(pool), copy_pool_(copy_pool) {
   static std::atomic<unsigned> next_vdev{0};
   auto vdev_name = [&](const char *driver) { return std::string(driver) + std::to_string(next_vdev++); };
   switch (spec.kind) {
@@ -110,7 +110,8 @@ EthDevice::EthDevice(const DeviceSpec &spec, const std::string &element, unsigne
       }
       link_ = LinkType(link);
       hw_queues_ = 1;
-      buffer_room_ = std::max<uint32_t>(rte_pktmbuf_data_room_size(pool), RTE_PKTMBUF_HEADROOM + 1) - RTE_PKTMBUF_HEADROOM;
+      buffer_room_ = std::max<uint32_t>(rte_pktmbuf_data_room_size(copy_pool ? copy_pool : pool), RTE_PKTMBUF_HEADROOM + 1) -
+                     RTE_PKTMBUF_HEADROOM;
       break;
     }
     case DeviceSpec::Kind::AfPacket:
@@ -267,11 +268,15 @@ uint16_t EthDevice::read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *
       held_ = false;
       continue;
     }
-    unsigned segments = segments_for(record_.caplen);
+    // With a pool for copies, this pool's buffer is for the record in place.
+    unsigned segments = copy_pool_ ? 1 : segments_for(record_.caplen);
     if (segments > spares_) take_buffers(segments);
     if (segments > spares_) break;  // the pool is short: the record waits
+    rte_mbuf *m = attach_record(record_) ? spare_[--spares_]
+                  : copy_pool_            ? copy_record_apart(record_)
+                                          : copy_record(record_, segments);
+    if (!m) break;  // the pool for copies is short: the record waits
     held_ = false;
-    rte_mbuf *m = attach_record(record_) ? spare_[--spares_] : copy_record(record_, segments);
     if (!file_->intact()) {  // the file shrank while it was read: the reader reads it again, or ends
       rte_pktmbuf_free(m);
       continue;
@@ -324,11 +329,12 @@ unsigned EthDevice::segments_for(uint32_t caplen) const {
   return std::clamp<unsigned>((caplen + buffer_room_ - 1) / buffer_room_, 1, kMaxBurst);
 }
 
-rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
-  rte_mbuf *head = spare_[spares_ - 1], *tail = nullptr;
+// The record's bytes into `segments` buffers, chained: the first is the packet.
+rte_mbuf *EthDevice::copy_into(rte_mbuf **bufs, unsigned segments, const PcapRecord &r) {
+  rte_mbuf *head = bufs[0], *tail = nullptr;
   uint32_t done = 0;
   for (unsigned i = 0; i < segments; ++i) {
-    rte_mbuf *m = spare_[--spares_];
+    rte_mbuf *m = bufs[i];
     uint32_t take = std::min<uint32_t>(r.caplen - done, rte_pktmbuf_tailroom(m));
     memcpy(rte_pktmbuf_mtod(m, uint8_t *), r.data + done, take);
     m->data_len = uint16_t(take);
@@ -339,6 +345,20 @@ rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
   head->nb_segs = uint16_t(segments);
   head->pkt_len = done;
   return head;
+}
+
+rte_mbuf *EthDevice::copy_record(const PcapRecord &r, unsigned segments) {
+  spares_ -= segments;
+  return copy_into(spare_ + spares_, segments, r);
+}
+
+// The record copied into buffers of the pool for copies: null where it
+// has too few free.
+rte_mbuf *EthDevice::copy_record_apart(const PcapRecord &r) {
+  rte_mbuf *bufs[kMaxBurst];
+  const unsigned segments = segments_for(r.caplen);
+  if (alloc_packets(copy_pool_, bufs, segments) != 0) return nullptr;
+  return copy_into(bufs, segments, r);
 }
 
 // Points the last spare buffer at the record's bytes in the file's shared

@@ -41,8 +41,12 @@ class EthDevice {
  public:
   // Opens the device with `queues` lanes' worth of receive queues where the
   // device has them. Throws std::runtime_error naming the device and why.
+  // Trace files with a `copy_pool`: `pool`'s buffers are for records handed
+  // on in place (they need no room of their own: pool_for_in_place_trace),
+  // and the records that are copied (read() or libpcap's, or past the
+  // in-place blocks) take copy_pool's buffers instead.
   EthDevice(const DeviceSpec &spec, const std::string &element, unsigned queues, unsigned rx_desc,
-            bool symmetric, rte_mempool *pool);
+            bool symmetric, rte_mempool *pool, rte_mempool *copy_pool = nullptr);
   ~EthDevice();
   EthDevice(const EthDevice &) = delete;
   EthDevice &operator=(const EthDevice &) = delete;
@@ -108,7 +112,9 @@ class EthDevice {
   uint16_t read_files(rte_mbuf **pkts, RxInfo *info, uint16_t n, bool *end);
   void take_buffers(unsigned n);
   unsigned segments_for(uint32_t caplen) const;
-  rte_mbuf *copy_record(const PcapRecord &r, unsigned segments);
+  rte_mbuf *copy_into(rte_mbuf **bufs, unsigned segments, const PcapRecord &r);
+  rte_mbuf *copy_record(const PcapRecord &r, unsigned segments);  // into spare buffers
+  rte_mbuf *copy_record_apart(const PcapRecord &r);                // into the pool for copies
   bool attach_record(const PcapRecord &r);
   void open_port(const std::string &vdev_name, const std::string &vdev_args, unsigned queues);
 
@@ -117,6 +123,7 @@ class EthDevice {
   unsigned rx_desc_;
   bool symmetric_;
   rte_mempool *pool_;
+  rte_mempool *copy_pool_;  // null: copies take pool_'s buffers
   unsigned hw_queues_ = 1;
   bool hw_rss_ = false;
   LinkType link_ = LinkType::Ethernet;
@@ -135,7 +142,7 @@ class EthDevice {
   bool held_ = false;
   rte_mbuf *spare_[kMaxBurst];
   unsigned spares_ = 0;
-  uint32_t buffer_room_ = 1;  // bytes of a record one of the pool's buffers holds
+  uint32_t buffer_room_ = 1;  // bytes of a record one of the copies' buffers holds
   InPlaceRecords in_place_;   // records of a shared mapping, handed on without a copy
   // keep_lane_share(): the hash, this lane, of how many
   const ToeplitzHash *share_hash_ = nullptr;

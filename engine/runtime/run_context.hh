@@ -86,12 +86,19 @@ struct RunContext {
   // Channel::kOfflineWindow of each); last freed, first out unless `lifo`
   // is false (create_packet_pool).
   rte_mempool *pool_for_source(int element, unsigned data_room, bool live, bool lifo = true);
+  // A trace whose records are handed on in place (walked_in_place) needs no
+  // data room in that pool (every buffer of a pool is written, a page fault
+  // each 4 KiB, when it is made: 2.6 KB a buffer with the room, 0.55 without),
+  // and the few records it copies take this pool: kCopyBuffers a lane,
+  // with no per-thread caches (it is small), made once per source.
+  static constexpr unsigned kCopyBuffers = 512;
+  rte_mempool *copy_pool_for_source(int element, unsigned data_room);
   // The DPDK socket for memory of a segment's lane: its planned node where
   // DPDK has memory, else any.
   int memory_socket(int segment) const;
   std::vector<unsigned> lane_mbufs;          // by lane: what a live source's lanes can hold
   std::vector<unsigned> lane_mbufs_offline;  // and an offline one's
-  std::vector<std::pair<int, rte_mempool *>> pools;
+  std::vector<std::pair<int, rte_mempool *>> pools, copy_pools;
 
   // State one source element shares between its lanes (an opened device).
   std::vector<std::pair<int, std::shared_ptr<void>>> source_state;

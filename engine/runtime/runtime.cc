@@ -62,6 +62,23 @@ rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool l
   return p;
 }
 
+rte_mempool *RunContext::copy_pool_for_source(int element, unsigned data_room) {
+  for (auto &[e, p] : copy_pools)
+    if (e == element) return p;
+  unsigned n = 0;
+  int segment = -1;
+  for (const Lane &l : lanes->lanes)
+    if (l.source == element) n += kCopyBuffers, segment = l.segments.front();
+  static std::atomic<unsigned> next{0};
+  std::string name = "copies" + std::to_string(next++);
+  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment), true, 0);
+  if (!p)
+    throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for copies of '" +
+                             lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno));
+  copy_pools.emplace_back(element, p);
+  return p;
+}
+
 int RunContext::memory_socket(int segment) const {
   if (!options.placement || segment < 0) return SOCKET_ID_ANY;
   return dpdk_socket_for_node(options.placement->segments[size_t(segment)].node);

@@ -457,6 +457,9 @@ std::vector<test::PcapRecord> device_test_records() {
 // (InPlaceRecords); those libpcap reads (here from record 150 on, its
 // caplen above its len) are copied, a record longer than a buffer into
 // buffers chained. Every record keeps its nanosecond time and wire length.
+// With a pool for copies (what RSSSource gives a trace walked in place),
+// the source's pool has buffers without room of their own, for the records
+// in place, and the copies take the other pool's buffers.
 TEST_CASE("pcap device: every record of a trace reaches the lane through a pool of a few buffers", "[runtime]") {
   RingFixture f;  // DPDK up
   std::string dir = test::scratch("pcap-device", "small-pool");
@@ -465,51 +468,93 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
   records[kToLibpcap].len = uint32_t(records[kToLibpcap].data.size() - 1);
   std::string path = dir + "/t.pcap";
   test::write_records(path, records);
-  rte_mempool *pool = rte_pktmbuf_pool_create("pcap_device_test", 16, 0, kMbufPrivSize, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                              SOCKET_ID_ANY);
-  REQUIRE(pool);
-  {
-    DeviceSpec spec;
-    std::string err;
-    REQUIRE(parse_device("pcap:" + path, spec, &err));
-    EthDevice dev(spec, "src", 1, 1024, true, pool);
-    CHECK(dev.has_timestamps());
-    std::vector<rte_mbuf *> held;  // the lane holds up to 12 buffers at a time
-    size_t next = 0, idle = 0;
-    bool end = false;
-    while (!end && idle < 1000) {
-      rte_mbuf *pkts[32];
-      EthDevice::RxInfo info[32];
-      uint16_t n = dev.receive(0, pkts, info, 32, &end);
-      idle = n ? 0 : idle + 1;
-      for (uint16_t i = 0; i < n; ++i, ++next) {
-        INFO("record " << next);
-        REQUIRE(next < records.size());
-        const test::PcapRecord &want = records[next];
-        CHECK(info[i].time_ns == want.ns);
-        CHECK(info[i].wire_len == want.len);
-        REQUIRE(pkts[i]->pkt_len == want.data.size());
-        const bool in_place = next < kToLibpcap;
-        CHECK(bool(RTE_MBUF_HAS_EXTBUF(pkts[i])) == in_place);
-        CHECK(pkts[i]->nb_segs ==
-              (in_place ? 1 : (want.data.size() + RTE_MBUF_DEFAULT_DATAROOM - 1) / RTE_MBUF_DEFAULT_DATAROOM));
-        std::vector<uint8_t> bytes(want.data.size());
-        const void *p = rte_pktmbuf_read(pkts[i], 0, uint32_t(bytes.size()), bytes.data());
-        CHECK(memcmp(p, want.data.data(), bytes.size()) == 0);
-        held.push_back(pkts[i]);
-      }
-      if (held.size() >= 12 || n == 0) {
-        for (rte_mbuf *m : held) rte_pktmbuf_free(m);
-        held.clear();
-      }
+  CHECK(walked_in_place(path));
+  CHECK_FALSE(walked_in_place(dir));  // a directory
+  CHECK_FALSE(walked_in_place(dir + "/none.pcap"));
+  for (bool apart : {false, true}) {
+    INFO((apart ? "with a pool for copies" : "one pool"));
+    static int made = 0;
+    const std::string name = "pcap_device_test" + std::to_string(made++);
+    rte_mempool *pool = rte_pktmbuf_pool_create(name.c_str(), 16, 0, kMbufPrivSize,
+                                                apart ? RTE_PKTMBUF_HEADROOM : RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    REQUIRE(pool);
+    rte_mempool *copies = nullptr;
+    if (apart) {
+      copies = create_packet_pool(name + "c", 8, RTE_MBUF_DEFAULT_DATAROOM, SOCKET_ID_ANY, true, 0);
+      REQUIRE(copies);
     }
-    CHECK(end);
-    CHECK(next == records.size());
-    for (rte_mbuf *m : held) rte_pktmbuf_free(m);
-    for (const auto &[reason, count] : dev.losses()) CHECK(count == 0);
+    {
+      DeviceSpec spec;
+      std::string err;
+      REQUIRE(parse_device("pcap:" + path, spec, &err));
+      EthDevice dev(spec, "src", 1, 1024, true, pool, copies);
+      CHECK(dev.has_timestamps());
+      std::vector<rte_mbuf *> held;  // the lane holds up to 12 buffers at a time
+      size_t next = 0, idle = 0;
+      bool end = false;
+      while (!end && idle < 1000) {
+        rte_mbuf *pkts[32];
+        EthDevice::RxInfo info[32];
+        uint16_t n = dev.receive(0, pkts, info, 32, &end);
+        idle = n ? 0 : idle + 1;
+        for (uint16_t i = 0; i < n; ++i, ++next) {
+          INFO("record " << next);
+          REQUIRE(next < records.size());
+          const test::PcapRecord &want = records[next];
+          CHECK(info[i].time_ns == want.ns);
+          CHECK(info[i].wire_len == want.len);
+          REQUIRE(pkts[i]->pkt_len == want.data.size());
+          const bool in_place = next < kToLibpcap;
+          CHECK(bool(RTE_MBUF_HAS_EXTBUF(pkts[i])) == in_place);
+          CHECK(pkts[i]->pool == (in_place || !apart ? pool : copies));
+          CHECK(pkts[i]->nb_segs ==
+                (in_place ? 1 : (want.data.size() + RTE_MBUF_DEFAULT_DATAROOM - 1) / RTE_MBUF_DEFAULT_DATAROOM));
+          std::vector<uint8_t> bytes(want.data.size());
+          const void *p = rte_pktmbuf_read(pkts[i], 0, uint32_t(bytes.size()), bytes.data());
+          CHECK(memcmp(p, want.data.data(), bytes.size()) == 0);
+          held.push_back(pkts[i]);
+        }
+        if (held.size() >= 12 || n == 0) {
+          for (rte_mbuf *m : held) rte_pktmbuf_free(m);
+          held.clear();
+        }
+      }
+      CHECK(end);
+      CHECK(next == records.size());
+      for (rte_mbuf *m : held) rte_pktmbuf_free(m);
+      for (const auto &[reason, count] : dev.losses()) CHECK(count == 0);
+    }
+    CHECK(rte_mempool_avail_count(pool) == 16u);  // every buffer back
+    rte_mempool_free(pool);
+    if (copies) {
+      CHECK(rte_mempool_avail_count(copies) == 8u);
+      rte_mempool_free(copies);
+    }
   }
-  CHECK(rte_mempool_avail_count(pool) == 16u);  // every buffer back
-  rte_mempool_free(pool);
+}
+
+// A trace walked in place hands its records on in buffers that point into
+// the file's mapping: its source's pool has buffers without room of their
+// own (every buffer is written when the pool is made: 2.6 KB each with
+// the room, a page fault each 4 KiB of fresh memory), and a small pool of
+// buffers with room for the records it copies.
+TEST_CASE("packet pool: a trace walked in place gets buffers without room, and a small pool for copies", "[runtime]") {
+  std::string dir = test::scratch("packet-pool", "in-place");
+  test::write_records(dir + "/t.pcap", device_test_records());
+  auto c = test::compile_text("src :: RSSSource(device \"pcap:" + dir + "/t.pcap\", queues 2); src -> Discard;");
+  REQUIRE(c->ok);
+  RunOptions o;
+  o.eal_args = {"--no-huge"};
+  Runtime rt(c->pipe, o);
+  std::string err;
+  REQUIRE(rt.setup(&err));
+  REQUIRE(rt.context().pools.size() == 1);
+  REQUIRE(rt.context().copy_pools.size() == 1);
+  rte_mempool *pool = rt.context().pools.front().second, *copies = rt.context().copy_pools.front().second;
+  CHECK(rte_pktmbuf_data_room_size(pool) == RTE_PKTMBUF_HEADROOM);
+  CHECK(rte_pktmbuf_data_room_size(copies) == RTE_MBUF_DEFAULT_BUF_SIZE);
+  CHECK(copies->size == 2 * RunContext::kCopyBuffers);  // for each of the 2 lanes
+  CHECK(copies->cache_size == 0);
 }
 
 namespace {

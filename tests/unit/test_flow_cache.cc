@@ -123,6 +123,16 @@ struct Feeder {
   void feed(const Trace &t) {
     for (size_t i = 0; i < t.metas.size(); ++i) (*this)(t.metas[i], t.times[i]);
   }
+  // The trace with a GC slicer run after each packet, as GCSlicer does.
+  void feed(const Trace &t, FlowCacheSlicer &gc) {
+    FlowRecord buf[256];
+    for (size_t i = 0; i < t.metas.size(); ++i) {
+      (*this)(t.metas[i], t.times[i]);
+      size_t n;
+      while (!gc.run(cache, t.times[i], buf, 256, &n)) records.insert(records.end(), buf, buf + n);
+      records.insert(records.end(), buf, buf + n);
+    }
+  }
   size_t expire(uint64_t now) {
     FlowRecord buf[64];
     size_t n, before = records.size();
@@ -1627,13 +1637,7 @@ TEST_CASE("flowcache: records and their order do not depend on the hash key", "[
         FlowCache cache(cfg);
         Feeder f{cache, {}};
         FlowCacheSlicer gc(20 * kMs, 8);
-        FlowRecord buf[256];
-        for (size_t i = 0; i < t.metas.size(); ++i) {
-          f(t.metas[i], t.times[i]);
-          size_t n;
-          while (!gc.run(cache, t.times[i], buf, 256, &n)) f.records.insert(f.records.end(), buf, buf + n);
-          f.records.insert(f.records.end(), buf, buf + n);
-        }
+        f.feed(t, gc);
         f.flush();
         CHECK(cache.stats().probe_limit == 0);
         runs[k] = std::move(f.records);
@@ -1989,13 +1993,7 @@ TEST_CASE("flowcache: memory brought in on a thread of its own changes no record
     REQUIRE((cache.populator() != nullptr) == (k == 1));
     Feeder f{cache, {}};
     FlowCacheSlicer gc(20 * kMs, 8);
-    FlowRecord buf[256];
-    for (size_t i = 0; i < t.metas.size(); ++i) {
-      f(t.metas[i], t.times[i]);
-      size_t n;
-      while (!gc.run(cache, t.times[i], buf, 256, &n)) f.records.insert(f.records.end(), buf, buf + n);
-      f.records.insert(f.records.end(), buf, buf + n);
-    }
+    f.feed(t, gc);
     handed_out = cache.slots_used_ever();
     f.flush();
     runs[k] = std::move(f.records);

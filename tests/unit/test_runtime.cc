@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <chrono>
 #include <catch2/catch.hpp>
 #include <thread>
@@ -391,8 +392,8 @@ TEST_CASE("packet pool: the buffer freed last is the next one handed out", "[run
 // rings of 64K and 32K: about 105K buffers, every one written when the pool
 // is made, each a page fault without hugepages). A live source's still is.
 namespace {
-// The packet buffers of the one source's pool of a graph, set up (not run).
-unsigned source_pool_size(const std::string &graph) {
+// A graph's run set up (not run), its context given to `look`.
+void with_set_up_run(const std::string &graph, const std::function<void(const RunContext &)> &look) {
   auto c = test::compile_text(graph);
   REQUIRE(c->ok);
   RunOptions o;
@@ -400,8 +401,17 @@ unsigned source_pool_size(const std::string &graph) {
   Runtime rt(c->pipe, o);
   std::string err;
   REQUIRE(rt.setup(&err));
-  REQUIRE(rt.context().pools.size() == 1);
-  return rt.context().pools.front().second->size;
+  look(rt.context());
+}
+
+// The packet buffers of the one source's pool of a graph, set up (not run).
+unsigned source_pool_size(const std::string &graph) {
+  unsigned size = 0;
+  with_set_up_run(graph, [&](const RunContext &ctx) {
+    REQUIRE(ctx.pools.size() == 1);
+    size = ctx.pools.front().second->size;
+  });
+  return size;
 }
 }  // namespace
 
@@ -541,20 +551,16 @@ TEST_CASE("pcap device: every record of a trace reaches the lane through a pool 
 TEST_CASE("packet pool: a trace walked in place gets buffers without room, and a small pool for copies", "[runtime]") {
   std::string dir = test::scratch("packet-pool", "in-place");
   test::write_records(dir + "/t.pcap", device_test_records());
-  auto c = test::compile_text("src :: RSSSource(device \"pcap:" + dir + "/t.pcap\", queues 2); src -> Discard;");
-  REQUIRE(c->ok);
-  RunOptions o;
-  o.eal_args = {"--no-huge"};
-  Runtime rt(c->pipe, o);
-  std::string err;
-  REQUIRE(rt.setup(&err));
-  REQUIRE(rt.context().pools.size() == 1);
-  REQUIRE(rt.context().copy_pools.size() == 1);
-  rte_mempool *pool = rt.context().pools.front().second, *copies = rt.context().copy_pools.front().second;
-  CHECK(rte_pktmbuf_data_room_size(pool) == RTE_PKTMBUF_HEADROOM);
-  CHECK(rte_pktmbuf_data_room_size(copies) == RTE_MBUF_DEFAULT_BUF_SIZE);
-  CHECK(copies->size == 2 * RunContext::kCopyBuffers);  // for each of the 2 lanes
-  CHECK(copies->cache_size == 0);
+  with_set_up_run("src :: RSSSource(device \"pcap:" + dir + "/t.pcap\", queues 2); src -> Discard;",
+                  [](const RunContext &ctx) {
+                    REQUIRE(ctx.pools.size() == 1);
+                    REQUIRE(ctx.copy_pools.size() == 1);
+                    rte_mempool *pool = ctx.pools.front().second, *copies = ctx.copy_pools.front().second;
+                    CHECK(rte_pktmbuf_data_room_size(pool) == RTE_PKTMBUF_HEADROOM);
+                    CHECK(rte_pktmbuf_data_room_size(copies) == RTE_MBUF_DEFAULT_BUF_SIZE);
+                    CHECK(copies->size == 2 * RunContext::kCopyBuffers);  // for each of the 2 lanes
+                    CHECK(copies->cache_size == 0);
+                  });
 }
 
 namespace {

@@ -98,7 +98,7 @@ struct RunContext {
   int memory_socket(int segment) const;
   std::vector<unsigned> lane_mbufs;          // by lane: what a live source's lanes can hold
   std::vector<unsigned> lane_mbufs_offline;  // and an offline one's
-  std::vector<std::pair<int, rte_mempool *>> pools, copy_pools;
+  std::vector<std::pair<int, rte_mempool *>> pools;
 
   // State one source element shares between its lanes (an opened device).
   std::vector<std::pair<int, std::shared_ptr<void>>> source_state;
@@ -110,6 +110,9 @@ struct RunContext {
     source_state.emplace_back(element, p);
     return p;
   }
+
+  // Last: a plugin built for this ABI knows every member before it where it was.
+  std::vector<std::pair<int, rte_mempool *>> copy_pools;  // copy_pool_for_source's
 };
 
 }  // namespace sluice

@@ -72,7 +72,8 @@ const ElementSpec &flow_table_spec() {
           .arg(ArgSpec::count("capacity")
                    .def("1M")
                    .range(1 * kK, 1 * kG)
-                   .describe("Flows the table holds, per lane. Its memory is allocated up front."))
+                   .describe("Flows the table holds, per lane. Its memory is mapped up front and brought in "
+                             "on a thread beside the lane (`populate_cpu_s` in `--stats-json`)."))
           .arg(ArgSpec::duration("idle")
                    .live()
                    .def("15s")

@@ -138,7 +138,9 @@
 //   optional fields, and a bit per flow (the slots in use, for the expiry
 //   scan), mapped once
 //   (anonymous mmap, transparent huge pages advised); pages are touched on
-//   first use unless prefault is set. NUMA: pages land on the node of the
+//   first use unless prefault is set, or populate_on_thread brings them in
+//   on a thread of its own (PagePopulator: the index at once, the slots'
+//   arrays ahead of the slots handed out). NUMA: pages land on the node of the
 //   thread that first touches them: construct (with prefault) or first use
 //   the cache on its lane's thread.
 // * Measured (tests/bench/bench_flow_cache.cc, uniform random flows, a shared
@@ -160,8 +162,8 @@
 #include <optional>
 
 #include "engine/flow/flow_hash.hh"
-#include "engine/flow/page_populator.hh"
 #include "engine/flow/flow_record.hh"
+#include "engine/flow/page_populator.hh"
 #include "engine/packet/packet_meta.hh"
 
 namespace sluice {

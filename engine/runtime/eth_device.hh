@@ -42,7 +42,7 @@ class EthDevice {
   // Opens the device with `queues` lanes' worth of receive queues where the
   // device has them. Throws std::runtime_error naming the device and why.
   // Trace files with a `copy_pool`: `pool`'s buffers are for records handed
-  // on in place (they need no room of their own: pool_for_in_place_trace),
+  // on in place (they need no room of their own: RunContext::copy_pool_for_source),
   // and the records that are copied (read() or libpcap's, or past the
   // in-place blocks) take copy_pool's buffers instead.
   EthDevice(const DeviceSpec &spec, const std::string &element, unsigned queues, unsigned rx_desc,

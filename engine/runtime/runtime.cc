@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <stdexcept>
 #include <thread>
@@ -44,39 +45,38 @@ bool is_pci_address(const std::string &s) {
 
 }  // namespace
 
-rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool live, bool lifo) {
-  for (auto &[e, p] : pools)
-    if (e == element) return p;
-  unsigned n = 0;
-  int segment = -1;  // the source's lanes share its node: the pool lives there
-  for (const Lane &l : lanes->lanes)
-    if (l.source == element) n += (live ? lane_mbufs : lane_mbufs_offline)[l.id], segment = l.segments.front();
-  static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
-  std::string name = "pool" + std::to_string(next++);
-  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment), lifo);
-  if (!p)
-    throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for '" +
-                             lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno) +
-                             " (give DPDK more memory in the host profile, or use smaller rings)");
-  pools.emplace_back(element, p);
-  return p;
-}
-
-rte_mempool *RunContext::copy_pool_for_source(int element, unsigned data_room) {
-  for (auto &[e, p] : copy_pools)
+namespace {
+// The pool of a source element's lanes, made once into `made`: per_lane(l)
+// buffers for each lane l of the source, on the lanes' node (they share it).
+rte_mempool *source_pool(RunContext &ctx, std::vector<std::pair<int, rte_mempool *>> &made, int element,
+                         const std::function<unsigned(const Lane &)> &per_lane, unsigned data_room, bool lifo,
+                         unsigned cache, const char *what) {
+  for (auto &[e, p] : made)
     if (e == element) return p;
   unsigned n = 0;
   int segment = -1;
-  for (const Lane &l : lanes->lanes)
-    if (l.source == element) n += kCopyBuffers, segment = l.segments.front();
-  static std::atomic<unsigned> next{0};
-  std::string name = "copies" + std::to_string(next++);
-  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), memory_socket(segment), true, 0);
+  for (const Lane &l : ctx.lanes->lanes)
+    if (l.source == element) n += per_lane(l), segment = l.segments.front();
+  static std::atomic<unsigned> next{0};  // names are process-wide in DPDK
+  std::string name = "pool" + std::to_string(next++);
+  rte_mempool *p = create_packet_pool(name, n, uint16_t(data_room), ctx.memory_socket(segment), lifo, cache);
   if (!p)
-    throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for copies of '" +
-                             lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno));
-  copy_pools.emplace_back(element, p);
+    throw std::runtime_error("cannot allocate " + std::to_string(n) + " packet buffers for " + what + "'" +
+                             ctx.lanes->graph->elements[element].name + "': " + rte_strerror(rte_errno) +
+                             " (give DPDK more memory in the host profile, or use smaller rings)");
+  made.emplace_back(element, p);
   return p;
+}
+}  // namespace
+
+rte_mempool *RunContext::pool_for_source(int element, unsigned data_room, bool live, bool lifo) {
+  const std::vector<unsigned> &mbufs = live ? lane_mbufs : lane_mbufs_offline;
+  return source_pool(*this, pools, element, [&](const Lane &l) { return mbufs[l.id]; }, data_room, lifo, 256, "");
+}
+
+rte_mempool *RunContext::copy_pool_for_source(int element, unsigned data_room) {
+  return source_pool(*this, copy_pools, element, [](const Lane &) { return kCopyBuffers; }, data_room, true, 0,
+                     "copies of ");
 }
 
 int RunContext::memory_socket(int segment) const {

@@ -92,13 +92,11 @@ TEST_CASE("page populator: destroyed while it works, it stops and brings nothing
     return;
   }
   Anon big(size_t(1) << 30);  // a GiB: longer to bring in than the test waits
-  size_t at_end;
   {
     PagePopulator pop({{big.p, big.n}}, {}, 0, nullptr);
     REQUIRE(within_5s([&] { return pop.bytes_brought_in() > 0; }));
-    at_end = 0;  // the destructor returns once the thread has stopped
-  }
-  at_end = big.resident(0, big.n);
+  }  // the destructor returns once the thread has stopped
+  const size_t at_end = big.resident(0, big.n);
   CHECK(at_end < big.n / kPage);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(big.resident(0, big.n) == at_end);

@@ -396,7 +396,20 @@ uint32_t FlowCache::alloc_slot() {
   }
   used_bits_[s >> 6] |= uint64_t(1) << (s & 63);
   ++used_;
+  // The slot the next new flow takes, on its way in meanwhile: a new flow's
+  // slot is known only once its lookup failed, too late to prefetch, and its
+  // lines (entry, attributes, home) then stalled the lane (a freed slot is
+  // cold, a never-used one too): docs/performance.md, "A new flow's slot".
+  prefetch_slot(free_head_ != kNone ? free_head_ : bump_);
   return s;
+}
+
+void FlowCache::prefetch_slot(uint32_t s) const {
+  if (s >= capacity_) return;
+  prefetch(&entries_[s]);
+  prefetch(reinterpret_cast<const char *>(&entries_[s]) + 64);
+  prefetch(&homes_[s]);
+  if (attrs_) prefetch(&attrs_[s]);
 }
 
 void FlowCache::release(uint32_t slot) {

@@ -349,6 +349,7 @@ class FlowCache {
   void index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag);
   void index_remove(uint32_t slot);
   uint32_t alloc_slot();
+  void prefetch_slot(uint32_t s) const;  // its lines, for a write
   void release(uint32_t slot);
   bool make_room(FlowRecord *out, unsigned *n_out);
   bool make_room_in(uint32_t bucket, FlowRecord *out, unsigned *n_out);

@@ -19,6 +19,14 @@ using namespace sluice;
 
 namespace sluice::elements {
 
+namespace {
+// Trace files, every one walked in its mapping: the device's packets point
+// at their records (InPlaceRecords), its pool's buffers need no room.
+bool walks_in_place(const DeviceSpec &d) {
+  return d.kind == DeviceSpec::Kind::Pcap && std::all_of(d.files.begin(), d.files.end(), walked_in_place);
+}
+}  // namespace
+
 const ElementSpec &rss_source_spec() {
   static const ElementSpec spec =
       ElementSpec("RSSSource")
@@ -98,6 +106,11 @@ const ElementSpec &rss_source_spec() {
           .needs_device([](const Node &n) { return n.arg("device")->value.text; })
           .needs_lane_mbufs([](const Node &n) { return unsigned(n.arg("rx_desc")->value.integer); })
           .needs_burst([](const Node &n) { return unsigned(n.arg("burst")->value.integer); })
+          .has_buffers_in_place([](const Node &n) {
+            DeviceSpec d;
+            std::string err;
+            return parse_device(n.arg("device")->value.text, d, &err) && walks_in_place(d);
+          })
           .has_offline_input([](const Node &n) {  // trace files: live() false
             DeviceSpec d;
             std::string err;
@@ -323,8 +336,7 @@ class RSSSourceRuntime final : public SourceElement {
     // (from a last-freed-first pool it received nothing)
     // A trace walked in place: buffers without room of their own, and a
     // small pool for the records copied (run_context.hh).
-    const bool in_place = spec_.kind == DeviceSpec::Kind::Pcap &&
-                          std::all_of(spec_.files.begin(), spec_.files.end(), walked_in_place);
+    const bool in_place = walks_in_place(spec_);
     rte_mempool *pool = ctx_.pool_for_source(node().element, in_place ? 0 : RTE_MBUF_DEFAULT_DATAROOM, live(),
                                              /*lifo=*/spec_.kind != DeviceSpec::Kind::AfXdp);
     rte_mempool *copies = in_place ? ctx_.copy_pool_for_source(node().element, RTE_MBUF_DEFAULT_DATAROOM) : nullptr;

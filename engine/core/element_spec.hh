@@ -184,6 +184,10 @@ struct ElementNeeds {
   // traffic): it is never lost for want of room, so a Ring after it has no
   // burst to absorb (what SourceElement::live() says of an instance, false).
   std::function<bool(const Node &)> offline_input;
+  // A source whose packets point at bytes it keeps (InPlaceRecords: a trace
+  // walked in place, generated frames): its pool's buffers have no data
+  // room, and RunContext::kCopyBuffers a lane have, for the few it copies.
+  std::function<bool(const Node &)> buffers_in_place;
 };
 
 struct ElementSpec {
@@ -235,6 +239,10 @@ struct ElementSpec {
   ElementSpec &&needs_frame_room(NodeCount f) && { needs.frame_room = std::move(f); return std::move(*this); }
   ElementSpec &&needs_channel_capacity(NodeCount f) && { needs.channel_capacity = std::move(f); return std::move(*this); }
   ElementSpec &&needs_burst(NodeCount f) && { needs.burst = std::move(f); return std::move(*this); }
+  ElementSpec &&has_buffers_in_place(std::function<bool(const Node &)> f) && {
+    needs.buffers_in_place = std::move(f);
+    return std::move(*this);
+  }
   ElementSpec &&has_offline_input(std::function<bool(const Node &)> f) && {
     needs.offline_input = std::move(f);
     return std::move(*this);
@@ -321,5 +329,6 @@ namespace sluice {
 // 5: optional flow record fields (FlowField, ElementSpec::record_fields; FlowCounters and
 //    FlowRecord grew, PacketAnno has if_index and flow_direction).
 // 6: SourceElement::input_progress (sources' vtables grew).
-inline constexpr int kPluginAbi = 6;
+// 7: ElementNeeds::buffers_in_place (ElementSpec grew).
+inline constexpr int kPluginAbi = 7;
 }  // namespace sluice

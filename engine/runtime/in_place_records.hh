@@ -1,15 +1,16 @@
-// InPlaceRecords: a trace's records handed on as packets without copying
-// their bytes. Each packet's buffer is its record's bytes in the trace's
-// mapping (a DPDK external buffer: rte_pktmbuf_attach_extbuf), so the copy
-// into the pool's buffers, a tenth of a one-lane probe's time on a trace
+// InPlaceRecords: records handed on as packets without copying their
+// bytes: a trace's records in its file's mapping (EthDevice), generated
+// frames in memory (TrafficGen). Each packet's buffer is its record's bytes
+// (a DPDK external buffer: rte_pktmbuf_attach_extbuf), so the copy into the
+// pool's buffers, a tenth of a one-lane probe's time on a trace
 // (docs/performance.md, "Records handed on in place"), is gone.
 //
 // The bytes must outlive every packet that points at them: packets wait in
 // Rings, channels and elements after their file's walk has ended. Records
 // are attached in blocks of kRecordsPerBlock, one DPDK shared-info (a
-// reference count) per block, and a block keeps its file's mapping
-// (TraceMapping) until its last packet is freed, on whatever thread frees
-// it; the device asks the mapping to keep the pages of the oldest block
+// reference count) per block, and a block keeps the bytes' owner (a file's
+// TraceMapping, a GeneratedTraffic: any shared_ptr) until its last packet
+// is freed, on whatever thread frees it; the device asks the mapping to keep the pages of the oldest block
 // still out mapped (held_from), so that a packet read long after its record
 // was walked takes no page fault. Counting per block, with the block's
 // references taken when it opens, costs the lane no atomic operation per
@@ -21,6 +22,7 @@
 #pragma once
 #include <rte_mbuf.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -28,8 +30,6 @@
 #include <vector>
 
 namespace sluice {
-
-class TraceMapping;
 
 class InPlaceRecords {
  public:
@@ -47,13 +47,23 @@ class InPlaceRecords {
 
   // Points `m` (a buffer fresh from the pool: direct, one reference) at
   // `len` bytes at `data` (at most 65,535: a buffer's length), a record
-  // starting at file offset `offset` in `mapping`. False, `m` untouched,
-  // when kMaxBlocks are out: the caller copies the record.
-  bool attach(rte_mbuf *m, const uint8_t *data, uint32_t len, size_t offset,
-              const std::shared_ptr<TraceMapping> &mapping);
-  // The offset of the oldest record of `mapping`'s file a packet may still
-  // point at, or `walk` (where the walk is) when none does.
-  size_t held_from(size_t walk, const std::shared_ptr<TraceMapping> &mapping);
+  // starting at offset `offset` (a file offset, a packet number: only
+  // held_from reads it) of the bytes `owner` keeps. False, `m` untouched,
+  // when kMaxBlocks are out: the caller copies the record. The owner is
+  // compared by address and copied once a block, not once a record.
+  template <class Owner>
+  bool attach(rte_mbuf *m, const uint8_t *data, uint32_t len, size_t offset, const std::shared_ptr<Owner> &owner) {
+    if (open_ && open_->owner.get() != static_cast<const void *>(owner.get())) close();
+    if (!open_ && !open(offset, owner)) return false;
+    attach_to_open(m, data, len);
+    return true;
+  }
+  // The offset of the oldest record of `owner`'s a packet may still point
+  // at, or `walk` (where the walk is) when none does.
+  template <class Owner>
+  size_t held_from(size_t walk, const std::shared_ptr<Owner> &owner) {
+    return held_from_owner(walk, owner.get());
+  }
   // Ends the open block: the next record opens another (the next file's
   // records are in another mapping).
   void close();
@@ -69,10 +79,26 @@ class InPlaceRecords {
   static void release_runs(rte_mbuf **m, unsigned n);
 
  private:
-  struct Block;
+  struct Block {
+    enum State : int {
+      Out,       // open, or packets of it not yet freed
+      Done,      // closed, every packet of it freed: the lane may reuse it
+      Orphaned,  // its InPlaceRecords is gone: its last packet's free deletes it
+    };
+    // DPDK's reference count of the buffer the block's packets share: one a
+    // packet out, plus, while the block is open, one a record it may still
+    // take and one of its own.
+    rte_mbuf_ext_shared_info shinfo{};
+    std::atomic<int> state{Out};
+    size_t start = 0;     // the offset of its first record
+    uint16_t left = 0;    // records it may still take
+    std::shared_ptr<const void> owner;  // the bytes its packets point at
+  };
   static void last_packet_freed(void *addr, void *block);  // the shared-info's free_cb
   void reclaim();           // the blocks at the front whose packets are all freed
-  bool open(size_t offset, const std::shared_ptr<TraceMapping> &mapping);
+  bool open(size_t offset, std::shared_ptr<const void> owner);
+  void attach_to_open(rte_mbuf *m, const uint8_t *data, uint32_t len);
+  size_t held_from_owner(size_t walk, const void *owner);
 
   std::deque<Block *> out_;   // in file order; the open block last
   std::vector<Block *> free_; // reclaimed, for reuse

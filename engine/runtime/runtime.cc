@@ -197,12 +197,20 @@ EalRequest eal_request_for(const LaneGraph &lg, const std::vector<unsigned> &lan
   double bytes = 0;
   std::vector<double> node_bytes;  // with a plan: by NUMA node
   for (const Lane &l : lg.lanes) {
-    // Buffers hold 2 KiB frames, or TrafficGen's largest size.
+    // Buffers hold 2 KiB frames, or TrafficGen's largest size; a source's
+    // whose packets point at bytes it keeps, none but its copies'. (Sized
+    // for rooms it never uses, the heap's free part grew resident under
+    // reloads, 240 MiB over 200 of them: tests/unit/test_soak.cc.)
     double room = RTE_MBUF_DEFAULT_DATAROOM;
-    for (const Node &n : lg.nodes)
-      if (n.lane == l.id && n.spec->is_source() && n.spec->needs.frame_room)
-        room = std::max(room, double(n.spec->needs.frame_room(n)));
-    double lane_bytes = double(lane_mbufs[l.id]) * (sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM + room);
+    bool in_place = false;
+    for (const Node &n : lg.nodes) {
+      if (n.lane != l.id || !n.spec->is_source()) continue;
+      if (n.spec->needs.frame_room) room = std::max(room, double(n.spec->needs.frame_room(n)));
+      in_place = n.spec->needs.buffers_in_place && n.spec->needs.buffers_in_place(n);
+    }
+    constexpr double kBuffer = sizeof(rte_mbuf) + kMbufPrivSize + RTE_PKTMBUF_HEADROOM;
+    double lane_bytes = in_place ? double(lane_mbufs[l.id]) * kBuffer + RunContext::kCopyBuffers * (kBuffer + room)
+                                 : double(lane_mbufs[l.id]) * (kBuffer + room);
     bytes += lane_bytes;
     if (plan) {
       size_t node = size_t(plan->lanes[size_t(l.id)].node);
@@ -230,6 +238,10 @@ EalRequest eal_request_for(const LaneGraph &lg, const std::vector<unsigned> &lan
 }
 
 }  // namespace
+
+unsigned eal_memory_mb_for(const LaneGraph &lg) {
+  return eal_request_for(lg, lane_mbufs_needed(lg, ~0u, false), nullptr, {}).memory_mb;
+}
 
 bool Runtime::setup(std::string *error) {
   const LaneGraph &lg = ctx_.graph();

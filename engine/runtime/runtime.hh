@@ -55,6 +55,12 @@ struct RecordTotals {
   bool data_lost() const { return lost > 0 || write_errors > 0; }
 };
 
+// The memory EAL is given for a graph's packet pools without hugepages (MiB):
+// every lane's buffers (a live source's whole rings), each with its data
+// room (none for a source whose packets point at bytes it keeps, but its
+// copies'), twice over, and 128 MiB for EAL's own needs.
+unsigned eal_memory_mb_for(const LaneGraph &lg);
+
 // What a hot reload did. When !applied the old graph runs on, untouched.
 struct ReloadOutcome {
   bool applied = false;

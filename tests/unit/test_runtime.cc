@@ -563,6 +563,43 @@ TEST_CASE("packet pool: a trace walked in place gets buffers without room, and a
                   });
 }
 
+// TrafficGen's packets point at their frames in the generated memory
+// (InPlaceRecords): its pool's buffers have no room of their own, and a
+// small pool takes the frames copied when a million are out at once.
+TEST_CASE("packet pool: TrafficGen's buffers have no room, and a small pool for copies", "[runtime]") {
+  with_set_up_run("src :: TrafficGen(flows 10, duration 10ms, sizes [1500B], queues 2); src -> Discard;",
+                  [](const RunContext &ctx) {
+                    REQUIRE(ctx.pools.size() == 1);
+                    REQUIRE(ctx.copy_pools.size() == 1);
+                    rte_mempool *pool = ctx.pools.front().second, *copies = ctx.copy_pools.front().second;
+                    CHECK(rte_pktmbuf_data_room_size(pool) == RTE_PKTMBUF_HEADROOM);
+                    CHECK(rte_pktmbuf_data_room_size(copies) >= RTE_PKTMBUF_HEADROOM + 2048);
+                    CHECK(copies->size == 2 * RunContext::kCopyBuffers);
+                  });
+}
+
+// EAL's memory (without hugepages) follows the pools: a source whose buffers
+// point at bytes it keeps gets no data room but its copies'. Sized for the
+// rooms, the heap's free part grew resident as 200 reloads allocated and
+// freed rings in it (+312 MiB against +72: tests/unit/test_soak.cc).
+TEST_CASE("packet pool: EAL's memory counts no data room for buffers in place", "[runtime]") {
+  auto memory_mb = [](const std::string &graph) {
+    auto c = test::compile_text(graph);
+    REQUIRE(c->ok);
+    RunOptions o;
+    Runtime rt(c->pipe, o);
+    return eal_memory_mb_for(rt.context().graph());
+  };
+  const std::string rest = " -> Ring(capacity 256K) -> Discard;";
+  unsigned generated = memory_mb("TrafficGen(flows 10, duration 10ms, rate 1Kpps)" + rest);
+  unsigned device = memory_mb("RSSSource(device \"af_packet:lo\")" + rest);
+  INFO("TrafficGen " << generated << " MiB, an af_packet device " << device << " MiB");
+  // 256K buffers: 2 x 0.6 GiB with rooms, 2 x 0.14 GiB without
+  CHECK(device > 1200);
+  CHECK(generated < 450);
+  CHECK(generated > 128);
+}
+
 namespace {
 // A 4 KiB scratch file of `fill` bytes, mapped: records to point packets at.
 std::shared_ptr<TraceMapping> mapped_scratch_bytes(const char *name, char fill) {

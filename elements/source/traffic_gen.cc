@@ -34,7 +34,11 @@ const ElementSpec &traffic_gen_spec() {
               "each packet carries that hash as a NIC's RSS would give it, computed once per flow when the "
               "traffic is generated, not on the lane. "
               "With `rate` the replay is paced in wall-clock time; without it packets come as fast as the "
-              "lane takes them. `TrafficGen -> PcapSink` writes the generated traffic to a trace file.")
+              "lane takes them. `TrafficGen -> PcapSink` writes the generated traffic to a trace file.\n\n"
+              "Packets are not copied out of the generated memory: each packet's buffer points at its frame "
+              "there, as a NIC's buffers hold what it wrote into them (an element that rewrites a packet "
+              "rewrites that frame, which is replayed once). Only while a million packets of a lane are "
+              "held at once are further frames copied; the summary counts them.")
           .arg(ArgSpec::count("flows")
                    .def("10K")
                    .range(1, 1 * kG)

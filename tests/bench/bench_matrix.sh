@@ -36,6 +36,9 @@
 #               shared exporter; `cpu_s` of --stats-json) and of the flow
 #               tables' populator threads (`populate_cpu_s`): what a core does
 #   ns/pkt      the same, as ns of cpu per packet
+#   lane ns     ns of cpu per packet of the lanes' threads alone (no exporter,
+#               no populator: on a VM the populator's cpu varies from run to
+#               run with whether the host took the memory back meanwhile)
 #   LLC/pkt     last-level cache load misses per packet (perf stat, the whole
 #               process: trace generation included), where the machine counts them
 #   jit/interp  Mpps/core of the fused loops over the interpreter's
@@ -135,6 +138,10 @@ print("packets", rx)
 print("mpps", rx / s["elapsed_s"] / 1e6)
 print("mpps_core", rx / cpu / 1e6)
 print("ns", cpu * 1e9 / rx)
+# The lanes' threads alone: without the populator, whose cpu on a VM varies
+# with whether the host took the memory back since the last run
+lanes = sum(g["cpu_s"] for g in s["segments"] if g.get("lane", -1) >= 0)
+print("lane_ns", lanes * 1e9 / rx)
 PY
   while read -r k v; do put "$point" "$mode" "$k" "$v"; done < "$TMP/m.txt"
   if [ "$LLC" = 1 ]; then
@@ -169,7 +176,7 @@ for f in "${FLOW_POINTS[@]}"; do
 done
 echo
 echo "== the default probe in memory: median of $REPS; ${MODEL:-?}, nproc $(nproc)"
-printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' flows size shape lanes mode Mpps Mpps/core ns/pkt LLC/pkt jit/interp 2L/1L "vs base"
+printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' flows size shape lanes mode Mpps Mpps/core ns/pkt "lane ns" LLC/pkt jit/interp 2L/1L "vs base"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
     for sh in "${SHAPE_POINTS[@]}"; do
@@ -181,9 +188,9 @@ for f in "${FLOW_POINTS[@]}"; do
           vb=""; [ "$m" = jit ] && [ -n "$BASE" ] && vb=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" base mpps_core)")
           sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L/$sh" "$m" mpps)")
           llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
-          printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %11s %6s %8s\n' "$f" "$z" "$sh" "$l" "$m" \
+          printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' "$f" "$z" "$sh" "$l" "$m" \
             "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
-            "$(fmt "$(med "$point" "$m" ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
+            "$(fmt "$(med "$point" "$m" ns)" 0)" "$(fmt "$(med "$point" "$m" lane_ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
         done
       done
     done

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "engine/core/graph.hh"
@@ -24,6 +25,13 @@ namespace {
 // at their records (InPlaceRecords), its pool's buffers need no room.
 bool walks_in_place(const DeviceSpec &d) {
   return d.kind == DeviceSpec::Kind::Pcap && std::all_of(d.files.begin(), d.files.end(), walked_in_place);
+}
+// A node's device, parsed; none where it does not parse (the run reports why).
+std::optional<DeviceSpec> device_of(const Node &n) {
+  DeviceSpec d;
+  std::string err;
+  if (!parse_device(n.arg("device")->value.text, d, &err)) return std::nullopt;
+  return d;
 }
 }  // namespace
 
@@ -107,14 +115,12 @@ const ElementSpec &rss_source_spec() {
           .needs_lane_mbufs([](const Node &n) { return unsigned(n.arg("rx_desc")->value.integer); })
           .needs_burst([](const Node &n) { return unsigned(n.arg("burst")->value.integer); })
           .has_buffers_in_place([](const Node &n) {
-            DeviceSpec d;
-            std::string err;
-            return parse_device(n.arg("device")->value.text, d, &err) && walks_in_place(d);
+            std::optional<DeviceSpec> d = device_of(n);
+            return d && walks_in_place(*d);
           })
           .has_offline_input([](const Node &n) {  // trace files: live() false
-            DeviceSpec d;
-            std::string err;
-            return parse_device(n.arg("device")->value.text, d, &err) && d.kind == DeviceSpec::Kind::Pcap;
+            std::optional<DeviceSpec> d = device_of(n);
+            return d && d->kind == DeviceSpec::Kind::Pcap;
           });
   return spec;
 }

@@ -197,10 +197,10 @@ EalRequest eal_request_for(const LaneGraph &lg, const std::vector<unsigned> &lan
   double bytes = 0;
   std::vector<double> node_bytes;  // with a plan: by NUMA node
   for (const Lane &l : lg.lanes) {
-    // Buffers hold 2 KiB frames, or TrafficGen's largest size; a source's
-    // whose packets point at bytes it keeps, none but its copies'. (Sized
-    // for rooms it never uses, the heap's free part grew resident under
-    // reloads, 240 MiB over 200 of them: tests/unit/test_soak.cc.)
+    // Buffers hold 2 KiB frames, or TrafficGen's largest size; those of a
+    // source whose packets point at bytes it keeps hold none, but for its
+    // copies. (Sized for rooms never used, the heap's free part grew
+    // resident under reloads, 240 MiB over 200 of them: tests/unit/test_soak.cc.)
     double room = RTE_MBUF_DEFAULT_DATAROOM;
     bool in_place = false;
     for (const Node &n : lg.nodes) {

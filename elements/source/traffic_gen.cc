@@ -100,6 +100,13 @@ const ElementSpec &traffic_gen_spec() {
                    .describe("Shape of the Pareto law of flow sizes: `1` gives about 9 data packets per flow "
                              "on average with the top 10% of flows carrying 60% of the packets; smaller "
                              "values give fewer, larger flows."))
+          .arg(ArgSpec::duration("flow_span")
+                   .range(1 * kMs, 8 * kS)
+                   .describe("Long flows: each flow's packets spread over about this span (its RTT up to a "
+                             "quarter of it) instead of the few milliseconds of round trips they take by "
+                             "default. With a span near `duration` and `flows` reached early, that many flows "
+                             "stay active at once for the whole trace and each packet meets any of them: a "
+                             "flow table's hard case (`tests/bench/bench_matrix.sh`, `TRAFFIC=long`)."))
           .arg(ArgSpec::count("vlan")
                    .range(1, 4094)
                    .describe("Tag every packet with this 802.1Q VLAN id. When absent, packets are untagged."))
@@ -154,6 +161,7 @@ class TrafficGenRuntime final : public SourceElement {
     cfg_.flow_size_max = uint32_t(arg("flow_size_max").integer);
     cfg_.flow_size_alpha = arg("flow_size_alpha").real;
     if (has_arg("vlan")) cfg_.vlan = uint16_t(arg("vlan").integer);
+    if (has_arg("flow_span")) cfg_.flow_span_ns = uint64_t(arg("flow_span").integer);
     cfg_.lanes = uint32_t(arg("queues").integer);
     if (has_arg("rate")) {
       const Value &r = arg("rate");

@@ -135,6 +135,10 @@ struct FlowCache::Prepared {
   // For the optional fields (attrs_ only).
   const PacketMeta *meta;
   FlowPacketSource source;
+  // account_batch(): the entry of the first matching tag when its lines
+  // were prefetched, kNone else. Only a guess: by the packet's turn that
+  // slot may hold another flow, so its key is compared before it is used.
+  uint32_t hint = kNone;
 };
 
 struct alignas(64) FlowCache::Attrs {
@@ -255,7 +259,7 @@ FlowCache::FlowCache(const FlowCacheConfig &cfg) : cfg_(cfg) {
   entry_map_.p = map_memory(entry_map_.n, cfg.prefault);
   bucket_map_.n = round_up(size_t(nbuckets_) * sizeof(Bucket), 4096);
   bucket_map_.p = map_memory(bucket_map_.n, cfg.prefault);
-  scratch_map_.n = round_up(kBatch * sizeof(Prepared), 4096);
+  scratch_map_.n = round_up(kPrepared * sizeof(Prepared), 4096);
   scratch_map_.p = map_memory(scratch_map_.n, true);
   if (cfg.fields & ~flow_field_bit(FlowField::Icmp)) {
     attrs_map_.n = round_up(capacity_ * sizeof(Attrs), 4096);
@@ -305,6 +309,7 @@ void FlowCache::prepare(const PacketMeta &m, uint64_t t, const PacketLabels *lab
 void FlowCache::prepare_key(const PacketMeta &m, uint64_t t, const PacketLabels *labels,
                             const FlowPacketSource *source, Prepared &p, uint64_t words[5]) const {
   p.labels = labels && labels->count ? labels : nullptr;
+  p.hint = kNone;
   p.meta = &m;
   p.source = source ? *source : FlowPacketSource{};
   // The key is made in a local array (registers) and stored to p.key and
@@ -796,7 +801,11 @@ bool FlowCache::make_room_in(uint32_t bucket, FlowRecord *out, unsigned *n_out) 
 }
 
 FlowPacketOutcome FlowCache::account_prepared(const Prepared &p, FlowRecord *out, unsigned *n_out) {
-  uint32_t s = lookup(p);
+  // The entry prefetch's guess first (the key it holds is this flow's only
+  // while that entry is in use: keys are unique in the table), else the index.
+  uint32_t s = p.hint != kNone && (entries_[p.hint].state & kUsed) && same_key(entries_[p.hint].key, p.key)
+                   ? p.hint
+                   : lookup(p);
   if (s != kNone) {
     Entry &e = entries_[s];
     unsigned d = p.swapped ^ (e.state & kFwdRev ? 1u : 0u);
@@ -867,65 +876,87 @@ FlowPacketOutcome FlowCache::account(const PacketMeta &m, uint64_t time_ns, Flow
   return account_prepared(p, out, n_out);
 }
 
+// Packets [base, base + k) of an account_batch() call, k <= kHashGroup:
+// their keys made, hashed side by side, placed, each in scratch_ at its
+// number % kPrepared.
+[[gnu::always_inline]] inline void FlowCache::prepare_group(const PacketMeta *const *metas, const uint64_t *times_ns,
+                                                            unsigned base, unsigned k, const PacketLabels *const *labels,
+                                                            const FlowPacketSource *sources) {
+  uint64_t words[kHashGroup][5], hashes[kHashGroup];
+  for (unsigned i = 0; i < k; ++i) {
+    const PacketMeta &m = *metas[base + i];
+    Prepared &p = scratch_[(base + i) % kPrepared];
+    if (!m.is_ip()) {
+      p.is_ip = 0;
+      p.time = times_ns[base + i];
+      std::memset(words[i], 0, sizeof words[i]);  // hashed, not used
+      continue;
+    }
+    prepare_key(m, times_ns[base + i], labels ? labels[base + i] : nullptr, sources ? &sources[base + i] : nullptr, p,
+                words[i]);
+  }
+  SLUICE_FLOW_CACHE_HASH_BATCH(hash_key_, words, k, hashes);
+  for (unsigned i = 0; i < k; ++i) {
+    Prepared &p = scratch_[(base + i) % kPrepared];
+    if (p.is_ip) place(hashes[i], p);
+  }
+}
+
+// The entry of the packet's first matching tag, both lines, on its way: the
+// home bucket's line must have come by now, or this waits for it.
+[[gnu::always_inline]] inline void FlowCache::prefetch_entry(Prepared &p) const {
+  if (!p.is_ip) return;
+  const Bucket &bk = buckets_[p.home];
+  if (uint32_t mask = match_tags(bk, p.tag)) {
+    p.hint = bk.slot[next_way(mask)];
+    const Entry *e = &entries_[p.hint];
+    prefetch(e);
+    prefetch(reinterpret_cast<const char *>(e) + 64);
+  }
+}
+
+// A software pipeline a packet at a time: as packet i is accounted, packet
+// i + kEntryAhead's entry and packet i + kBucketAhead's home bucket are on
+// their way, so each of the two dependent misses has the work of several
+// packets to arrive in, and no more lines are in flight at once than the
+// core can track (with whole groups of 16 or 32 stages apart, the prefetches
+// beyond that were dropped and the lookups waited again: 1M flows in random
+// order, bench_flow_cache). The results are exactly those of account() on
+// each packet in order: only prefetches run ahead; lookups, inserts and
+// removals happen in order.
 void FlowCache::account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
                               FlowPacketOutcome *outcomes, FlowRecord *out, unsigned *n_out,
                               const PacketLabels *const *labels, const FlowPacketSource *sources) {
-  unsigned total = 0;
-  for (unsigned base = 0; base < n; base += kBatch) {
-    const unsigned k = std::min(kBatch, n - base);
-    // 1. keys, then their hashes all at once (flow_hash_batch); prefetch the
-    // home buckets
-    uint64_t words[kBatch][5], hashes[kBatch];
-    for (unsigned i = 0; i < k; ++i) {
-      const PacketMeta &m = *metas[base + i];
-      Prepared &p = scratch_[i];
-      if (!m.is_ip()) {
-        p.is_ip = 0;
-        p.time = times_ns[base + i];
-        std::memset(words[i], 0, sizeof words[i]);  // hashed, not used
-        continue;
+  unsigned total = 0, prepared = 0;  // packets [0, prepared) are in scratch_
+  const unsigned lead = std::min(n, kBucketAhead);
+  for (; prepared < lead; prepared += std::min(kHashGroup, n - prepared))
+    prepare_group(metas, times_ns, prepared, std::min(kHashGroup, n - prepared), labels, sources);
+  for (unsigned i = 0; i < lead; ++i)
+    if (scratch_[i].is_ip) prefetch(&buckets_[scratch_[i].home]);
+  for (unsigned i = 0; i < std::min(n, kEntryAhead); ++i) prefetch_entry(scratch_[i]);
+  for (unsigned i = 0; i < n; ++i) {
+    if (const unsigned b = i + kBucketAhead; b < n) {
+      if (b == prepared) {  // the next group, as its first packet's bucket is wanted
+        const unsigned k = std::min(kHashGroup, n - prepared);
+        prepare_group(metas, times_ns, prepared, k, labels, sources);
+        prepared += k;
       }
-      prepare_key(m, times_ns[base + i], labels ? labels[base + i] : nullptr,
-                  sources ? &sources[base + i] : nullptr, p, words[i]);
+      const Prepared &pb = scratch_[b % kPrepared];
+      if (pb.is_ip) prefetch(&buckets_[pb.home]);
     }
-    SLUICE_FLOW_CACHE_HASH_BATCH(hash_key_, words, k, hashes);
-    for (unsigned i = 0; i < k; ++i) {
-      Prepared &p = scratch_[i];
-      if (!p.is_ip) continue;
-      place(hashes[i], p);
-      prefetch(&buckets_[p.home]);
+    if (i + kEntryAhead < n) prefetch_entry(scratch_[(i + kEntryAhead) % kPrepared]);
+    const Prepared &p = scratch_[i % kPrepared];
+    if (p.time > now_) now_ = p.time;
+    FlowPacketOutcome o;
+    if (!p.is_ip) {
+      ++stats_.not_ip;
+      o = FlowPacketOutcome::NotIp;
+    } else {
+      unsigned r = 0;
+      o = account_prepared(p, out + total, &r);
+      total += r;
     }
-    // 2. and 3., overlapped: prefetch the entry of the first matching tag (both
-    // lines) kEntryAhead packets ahead of the one processed, in order, exactly
-    // as account() would
-    auto prefetch_entry = [&](unsigned i) {
-      const Prepared &p = scratch_[i];
-      if (!p.is_ip) return;
-      uint32_t mask = match_tags(buckets_[p.home], p.tag);
-      if (mask) {
-        uint32_t slot = buckets_[p.home].slot[next_way(mask)];
-        const Entry *e = &entries_[slot];
-        prefetch(e);
-        prefetch(reinterpret_cast<const char *>(e) + 64);
-      }
-    };
-    constexpr unsigned kEntryAhead = 16;
-    for (unsigned i = 0; i < k && i < kEntryAhead; ++i) prefetch_entry(i);
-    for (unsigned i = 0; i < k; ++i) {
-      if (i + kEntryAhead < k) prefetch_entry(i + kEntryAhead);
-      const Prepared &p = scratch_[i];
-      if (p.time > now_) now_ = p.time;
-      FlowPacketOutcome o;
-      if (!p.is_ip) {
-        ++stats_.not_ip;
-        o = FlowPacketOutcome::NotIp;
-      } else {
-        unsigned r = 0;
-        o = account_prepared(p, out + total, &r);
-        total += r;
-      }
-      if (outcomes) outcomes[base + i] = o;
-    }
+    if (outcomes) outcomes[i] = o;
   }
   *n_out = total;
 }

@@ -111,8 +111,11 @@
 //   the RSS hash. Records do not depend on the key: slots are handed out in
 //   packet order and swept (CLOCK), scanned (expire) and flushed in slot
 //   order; the key only decides, where a window is full, which flow leaves.
-//   account_batch() hashes a batch's keys together (flow_hash_batch: eight
-//   side by side where the CPU has AVX2).
+//   account_batch() hashes a batch's keys eight at a time (flow_hash_batch:
+//   side by side where the CPU has AVX2) and runs a pipeline a packet at a
+//   time: packet i + 16's home bucket and packet i + 8's entry on their way
+//   while packet i is accounted; the entry found for the prefetch is tried
+//   first (its key compared) before the index is searched again.
 // * Victim: CLOCK (second chance). Every packet sets its entry's reference
 //   bit; the hand sweeps at most kSweep entries from where it stopped,
 //   clearing reference bits, and takes the first entry that is due, ended or
@@ -153,7 +156,10 @@
 //   path. expire() that finds every flow due: ~30 ns per flow at 1M flows,
 //   against ~90 when each slot was freed at once (the home buckets of the
 //   flows leaving now prefetched a few flows ahead; both in one run of
-//   bench_flow_cache on a 2-vCPU AMD EPYC VM).
+//   bench_flow_cache on a 2-vCPU AMD EPYC VM). The pipeline a packet at a
+//   time: account_batch() at 1M flows in random order 52 ns/packet in
+//   batches of 32 (44 in batches of 256) against 77 with the whole batch's
+//   buckets prefetched at once (the same VM, one run; docs/performance.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -219,7 +225,11 @@ class FlowCache {
   // Entries the CLOCK hand looks at, at most, to free one.
   static constexpr unsigned kSweep = 16;
   // account_batch() prepares (hashes, prefetches) this many packets at a time.
-  static constexpr unsigned kBatch = 32;
+  // account_batch()'s pipeline: keys made and hashed kHashGroup at a time
+  // (the vector hash's width); packet i + kBucketAhead's home bucket
+  // prefetched, packet i + kEntryAhead's tags matched and its entry
+  // prefetched, as packet i is accounted (docs/performance.md).
+  static constexpr unsigned kHashGroup = 8, kBucketAhead = 16, kEntryAhead = 8;
   // Buckets a lookup, insert or removal visits at most: a key is stored within
   // this many buckets from its home (fewer in a table with fewer buckets).
   static constexpr unsigned kMaxProbe = 16;
@@ -243,7 +253,7 @@ class FlowCache {
                             const PacketLabels *labels = nullptr, const FlowPacketSource *source = nullptr);
 
   // The same for n packets, in order, with the same results as n account() calls; hashes
-  // and prefetches kBatch packets ahead. outcomes[i] (may be null) per packet; records to
+  // and prefetches up to kBucketAhead packets ahead. outcomes[i] (may be null) per packet; records to
   // out[0..*n_out), room for n * kMaxRecordsPerPacket needed. labels[i] (labels itself may be
   // null, and so may each) and sources[i] (sources may be null) as in account().
   void account_batch(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned n,
@@ -344,6 +354,9 @@ class FlowCache {
   void prepare_key(const PacketMeta &m, uint64_t t, const PacketLabels *labels, const FlowPacketSource *source,
                    Prepared &p, uint64_t words[5]) const;  // all but the hash: the canonical key's words to words
   void place(uint64_t hash, Prepared &p) const;
+  void prepare_group(const PacketMeta *const *metas, const uint64_t *times_ns, unsigned base, unsigned k,
+                     const PacketLabels *const *labels, const FlowPacketSource *sources);
+  void prefetch_entry(Prepared &p) const;
   uint32_t lookup(const Prepared &p) const;
   uint32_t free_way_bucket(uint32_t home) const;
   void index_insert(uint32_t slot, uint32_t home, uint32_t bucket, uint16_t tag);
@@ -369,7 +382,11 @@ class FlowCache {
   Mapping entry_map_, bucket_map_, scratch_map_;
   Entry *entries_;
   Bucket *buckets_;
-  Prepared *scratch_;  // kBatch prepared packets for account_batch
+  // Packets account_batch() has prepared and not yet accounted, packet i at
+  // i % kPrepared.
+  static constexpr unsigned kPrepared = 32;
+  static_assert(kBucketAhead + kHashGroup <= kPrepared && kEntryAhead < kBucketAhead);
+  Prepared *scratch_;
   // Optional fields: an Attrs per entry slot, when the table keeps any
   // that need one (else null). Set once: a JIT constant, so a fused loop
   // without optional fields has no code for them.

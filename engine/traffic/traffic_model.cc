@@ -285,11 +285,11 @@ Generator::Generator(const TrafficConfig &cfg) : cfg_(cfg) {
   double hi = double(cfg.flow_size_max) + 1;
   pareto_c_ = 1 - det_pow(1 / hi, cfg.flow_size_alpha);
   pareto_exp_ = -1 / cfg.flow_size_alpha;
-  double rtt_hi = std::min(100e6, double(cfg.duration_ns) / 200);
+  double rtt_hi = cfg.flow_span_ns ? double(cfg.flow_span_ns) / 4 : std::min(100e6, double(cfg.duration_ns) / 200);
   rtt_lo_ = std::max(1.0, rtt_hi / 50);
   rtt_hi = std::max(rtt_hi, rtt_lo_);
   rtt_ln_ratio_ = det_log(rtt_hi / rtt_lo_);
-  max_flow_span_ = double(cfg.duration_ns) / 10;
+  max_flow_span_ = cfg.flow_span_ns ? double(cfg.flow_span_ns) : double(cfg.duration_ns) / 10;
   out_.lanes.resize(cfg.lanes);
 }
 
@@ -358,7 +358,7 @@ void Generator::start_flow(uint64_t t0) {
   double x = det_pow(1 - unit(a.rand()) * pareto_c_, pareto_exp_);  // [1, max + 1)
   uint64_t n = dns ? 2 : std::clamp<uint64_t>(uint64_t(x), 1, cfg_.flow_size_max);
   double rtt = rtt_lo_ * det_exp(unit(a.rand()) * rtt_ln_ratio_);
-  double gap = std::min(rtt / 8, max_flow_span_ / double(n + 1));
+  double gap = cfg_.flow_span_ns ? max_flow_span_ / double(n + 1) : std::min(rtt / 8, max_flow_span_ / double(n + 1));
   a.gap = uint32_t(gap);
   a.half = uint32_t(rtt / 2);
 
@@ -710,6 +710,7 @@ void validate(const TrafficConfig &cfg) {
   if (!(cfg.udp >= 0 && cfg.udp <= 1)) bad("udp must be a share in [0, 1]");
   if (!(cfg.flow_size_alpha > 0.05 && cfg.flow_size_alpha <= 100)) bad("flow_size_alpha must be in (0.05, 100]");
   if (cfg.flow_size_max < 1) bad("flow_size_max must be at least 1");
+  if (cfg.flow_span_ns > 8'000'000'000ull) bad("flow_span_ns must be at most 8 s");
   for (uint32_t s : cfg.sizes)
     if (s < kMinFrame || s > kMaxFrame)
       bad("frame size " + std::to_string(s) + " outside 60..9216");
@@ -737,6 +738,10 @@ std::string describe(const TrafficConfig &cfg) {
   s += ", seed " + std::to_string(cfg.seed);
   std::snprintf(b, sizeof b, ", flow sizes pareto(%g, max %u)", cfg.flow_size_alpha, cfg.flow_size_max);
   s += b;
+  if (cfg.flow_span_ns) {
+    std::snprintf(b, sizeof b, ", flows spread over %g s", double(cfg.flow_span_ns) / 1e9);
+    s += b;
+  }
   return s;
 }
 

@@ -46,6 +46,12 @@
 //   A gap is uniform in [g/2, 3g/2); a step that waits for the other side
 //   (handshake, FIN exchange, request -> response turnaround) takes half an
 //   RTT, +-10%. Timestamps are integer ns and may repeat.
+//   With flow_span_ns S set, flows are long instead: rtt_max = S / 4 and
+//   g = S / (n + 1), so every flow's packets are spread over about S (a bit
+//   more with the waits for the other side): with S near the duration and
+//   `flows` reached early, that many flows are active at once for the
+//   whole trace, their packets interleaved (a flow table's hard case: the
+//   flows a packet meets are anywhere in it).
 // * TCP (data offset 5, no options, window 64240, DF set, TTL/hop limit 64
 //   from clients and 56 from servers):
 //     SYN c->s, SYN|ACK s->c, ACK c->s;
@@ -118,6 +124,7 @@ struct TrafficConfig {
   uint64_t start_ns = 1'700'000'000ull * 1'000'000'000ull;
   double flow_size_alpha = 1.0;      // Pareto shape of data packets per flow, > 0
   uint32_t flow_size_max = 10000;    // most data packets in a flow, >= 1
+  uint64_t flow_span_ns = 0;         // 0: timing from the RTT (above); else flows spread over this, <= 8 s
 };
 
 // Throws std::invalid_argument, naming the field, for a config out of range.

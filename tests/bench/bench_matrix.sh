@@ -25,10 +25,17 @@
 # segments one cpu, the lane runs its Ring in its thread (docs/placement.md),
 # and `ring` is then `rtc` with a Ring element passing batches on.
 #
-# Flows arrive at FLOWS/1.5 per second of trace time and leave 1 s after
-# their last packet or on FIN/RST, so the tables hold about FLOWS at once;
-# about 16M packets (at least 2 s of trace; at 10M flows, flows of ~6
-# packets instead of ~15, else the trace would not fit in memory).
+# TRAFFIC (default "short"): `short`, TrafficGen's flows as it makes them
+# by default: flows arrive at FLOWS/1.5 per second of trace time, each
+# lasts a few round trips (milliseconds) and leaves 1 s after its last
+# packet or on FIN/RST, so the tables hold about FLOWS at once but the
+# flows packets meet are the few thousand of the last milliseconds (they
+# stay in the caches). `long`: FLOWS flows active at once for the whole
+# trace (TrafficGen's `flow_span 1s`: each flow's packets spread over about
+# a second, arrivals at 10 x FLOWS a second held back by `flows FLOWS`),
+# so each packet meets any of them: the flow table's lines come from memory.
+# About 16M packets either way (at least 2 s of trace; at 10M flows, flows
+# of ~6 packets instead of ~15, else the trace would not fit in memory).
 #
 # Reported, medians of REPS:
 #   Mpps        packets received by all lanes / the run's elapsed_s
@@ -49,7 +56,7 @@
 # The trace is generated into memory before the run (not counted); a point
 # that would not fit in free memory is skipped with a message.
 #
-# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, SHAPES, REPS.
+# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, SHAPES, TRAFFIC, REPS.
 # These machines are shared and noisy: compare figures of one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,6 +66,7 @@ read -r -a FLOW_POINTS <<< "${FLOWS:-10K 100K 1M 10M}"
 read -r -a SIZE_POINTS <<< "${SIZES:-64B imix}"
 read -r -a LANE_POINTS <<< "${LANES:-1 2}"
 read -r -a SHAPE_POINTS <<< "${SHAPES:-ring rtc}"
+read -r -a TRAFFIC_POINTS <<< "${TRAFFIC:-short}"
 BASE=${BASE:-}
 MODES=(jit interp)
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
@@ -92,18 +100,24 @@ med() { awk -v p="$1" -v m="$2" -v k="$3" '$1 == p && $2 == m && $3 == k {print 
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; else echo -; fi; }
 fmt() { if [ -n "$1" ]; then printf "%.${2:-2}f" "$1"; else echo -; fi; }
 
-# pipe FLOWS SIZE LANES SHAPE FILE: writes the graph, prints the MiB it needs
+# pipe FLOWS SIZE LANES SHAPE TRAFFIC FILE: writes the graph, prints the MiB it needs
 pipe() {
-  local c rate ppf shape dur cap sizes ring=" -> Ring(capacity 64K)"
+  local c rate ppf shape dur cap sizes limit=1G ring=" -> Ring(capacity 64K)"
   [ "$4" = rtc ] && ring=""
   c=$(num "$1")
   rate=$((c * 2 / 3)); ppf=15; shape=""
   if [ "$c" -ge 10000000 ]; then ppf=6; shape=", flow_size_max 1"; fi
-  dur=$((16000000 / (rate * ppf))); [ "$dur" -ge 2 ] || dur=2
+  dur=$((16000000 / (rate * ppf)))
+  if [ "$5" = long ]; then
+    # c flows at once, each about 1.2 s: c * ppf / 1.2 packets a second
+    limit=$c; rate=$((c * 10 > 100000000 ? 100000000 : c * 10)); shape="$shape, flow_span 1s"
+    dur=$((16000000 * 12 / (c * ppf * 10)))
+  fi
+  [ "$dur" -ge 2 ] || dur=2
   cap=$((c * 2 / $3))
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
-  cat > "$5" <<PIPE
-src :: TrafficGen(flows 1G, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
+  cat > "$6" <<PIPE
+src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
 exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
@@ -111,8 +125,9 @@ src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
 PIPE
   # trace: 16 B of index + the frame (64 B; IMIX about 360 B on average) per
   # packet; 128 B of ground truth per flow; 212 B per table slot (fields all, the default)
-  local frame=64; [ "$2" = imix ] && frame=360
-  echo $(( (rate * dur * (ppf * (16 + frame) + 128) + cap * $3 * 212) / 1048576 ))
+  local frame=64 flows=$((rate * dur)); [ "$2" = imix ] && frame=360
+  [ "$5" = long ] && flows=$((c * dur * 10 / 12))
+  echo $(( (flows * (ppf * (16 + frame) + 128) + cap * $3 * 212) / 1048576 ))
 }
 
 # run_once POINT MODE PIPE
@@ -158,9 +173,10 @@ echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE${
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
     for sh in "${SHAPE_POINTS[@]}"; do
+      for t in "${TRAFFIC_POINTS[@]}"; do
       for l in "${LANE_POINTS[@]}"; do
-        point="$f/$z/${l}L/$sh"
-        need=$(pipe "$f" "$z" "$l" "$sh" "$TMP/p.pipe")
+        point="$f/$z/${l}L/$sh/$t"
+        need=$(pipe "$f" "$z" "$l" "$sh" "$t" "$TMP/p.pipe")
         if [ "$need" -gt $(($(avail_mb) * 3 / 4)) ]; then
           echo "  $point skipped: needs about $need MiB, $(avail_mb) MiB available"; continue
         fi
@@ -171,27 +187,30 @@ for f in "${FLOW_POINTS[@]}"; do
         printf '  %-20s jit %s Mpps, interp %s Mpps%s\n' "$point" "$(fmt "$(med "$point" jit mpps)")" \
           "$(fmt "$(med "$point" interp mpps)")" "${BASE:+, base $(fmt "$(med "$point" base mpps)") Mpps}"
       done
+      done
     done
   done
 done
 echo
 echo "== the default probe in memory: median of $REPS; ${MODEL:-?}, nproc $(nproc)"
-printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' flows size shape lanes mode Mpps Mpps/core ns/pkt "lane ns" LLC/pkt jit/interp 2L/1L "vs base"
+printf '  %-7s %-5s %-5s %-7s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' flows size shape traffic lanes mode Mpps Mpps/core ns/pkt "lane ns" LLC/pkt jit/interp 2L/1L "vs base"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do
     for sh in "${SHAPE_POINTS[@]}"; do
+      for t in "${TRAFFIC_POINTS[@]}"; do
       for l in "${LANE_POINTS[@]}"; do
-        point="$f/$z/${l}L/$sh"
+        point="$f/$z/${l}L/$sh/$t"
         grep -q "^$point " "$RES" || continue
         for m in "${MODES[@]}"; do
           jr=""; [ "$m" = jit ] && jr=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" interp mpps_core)")
           vb=""; [ "$m" = jit ] && [ -n "$BASE" ] && vb=$(ratio "$(med "$point" jit mpps_core)" "$(med "$point" base mpps_core)")
-          sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L/$sh" "$m" mpps)")
+          sc=""; [ "$l" != 1 ] && sc=$(ratio "$(med "$point" "$m" mpps)" "$(med "$f/$z/1L/$sh/$t" "$m" mpps)")
           llc=$(med "$point" "$m" llc); [ -n "$llc" ] && llc=$(fmt "$llc" 2) || llc=n/a
-          printf '  %-7s %-5s %-5s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' "$f" "$z" "$sh" "$l" "$m" \
+          printf '  %-7s %-5s %-5s %-7s %-5s %-7s %7s %10s %7s %8s %8s %11s %6s %8s\n' "$f" "$z" "$sh" "$t" "$l" "$m" \
             "$(fmt "$(med "$point" "$m" mpps)")" "$(fmt "$(med "$point" "$m" mpps_core)")" \
             "$(fmt "$(med "$point" "$m" ns)" 0)" "$(fmt "$(med "$point" "$m" lane_ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
         done
+      done
       done
     done
   done

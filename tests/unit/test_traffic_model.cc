@@ -583,6 +583,45 @@ TEST_CASE("traffic: at most `flows` flows are active at once", "[traffic]") {
   CHECK(g.flows.size() < 10000 / 2);  // demand was well above what 10 slots carry
 }
 
+TEST_CASE("traffic: with flow_span, flows last about the span and that many are active at once", "[traffic]") {
+  TrafficConfig c = small_config();
+  c.flows = 2000;
+  c.new_flows_per_s = 200000;  // the first 2000 start within 10 ms; later ones as earlier ones end
+  c.duration_ns = 2'000'000'000;
+  c.flow_span_ns = 1'000'000'000;
+  GeneratedTraffic g = generate_traffic(c);
+  // a flow with a few data packets or more spreads them over about the span
+  // (a flow cut at the end of the trace excepted)
+  std::vector<uint64_t> spans;
+  for (const TrafficFlow &f : g.flows)
+    if (f.packets() >= 6 && f.last_ns() < c.start_ns + c.duration_ns - c.flow_span_ns / 2)
+      spans.push_back(f.last_ns() - f.first_ns());
+  REQUIRE(spans.size() > 500);
+  std::sort(spans.begin(), spans.end());
+  CHECK(double(spans[spans.size() / 2]) == Approx(1e9).epsilon(0.35));
+  CHECK(spans[spans.size() / 10] > 400'000'000);
+  // in the middle of the trace, close to `flows` flows are active at once
+  const uint64_t mid = c.start_ns + c.duration_ns / 2;
+  uint64_t active = 0;
+  for (const TrafficFlow &f : g.flows) active += f.first_ns() <= mid && mid <= f.last_ns();
+  CHECK(active > 1800);
+  CHECK(active <= 2000);
+  // without it, the same flows last a few round trips (1..10 ms here)
+  c.flow_span_ns = 0;
+  GeneratedTraffic d = generate_traffic(c);
+  uint64_t long_ones = 0;
+  for (const TrafficFlow &f : d.flows) long_ones += f.last_ns() - f.first_ns() > 400'000'000;
+  CHECK(long_ones < d.flows.size() / 100);
+  CHECK_THROWS_AS(generate_traffic([] {
+                    TrafficConfig t;
+                    t.flow_span_ns = 9'000'000'000;
+                    return t;
+                  }()),
+                  std::invalid_argument);
+  c.flow_span_ns = 1'000'000'000;
+  CHECK(describe(c).find(", flows spread over 1 s") != std::string::npos);
+}
+
 TEST_CASE("traffic: invalid configs are rejected, describe", "[traffic]") {
   auto with = [](auto change) {
     TrafficConfig c;

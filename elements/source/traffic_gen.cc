@@ -60,6 +60,14 @@ const ElementSpec &traffic_gen_spec() {
                    .def("10s")
                    .range(1 * kMs, 1 * kDay)
                    .describe("Span of trace time the traffic covers, from the first packet to the last."))
+          .arg(ArgSpec::count("repeat")
+                   .def("1")
+                   .range(1, 1000)
+                   .describe("Replays the generated traffic this many times, each pass `duration` later in "
+                             "trace time than the one before, so that a long run needs no more memory than "
+                             "one pass: for benchmarks of a probe's steady state. The same flows come back "
+                             "each pass (a TCP flow's SYN ends the one before), so past the first pass the "
+                             "records no longer match the generated flows one for one."))
           .arg(ArgSpec::count("seed")
                    .def("1")
                    .range(0, 4294967295.0)
@@ -156,6 +164,7 @@ class TrafficGenRuntime final : public SourceElement {
       cfg_.sizes.push_back(uint32_t(sizes.integer));
     cfg_.duration_ns = uint64_t(arg("duration").integer);
     cfg_.seed = uint64_t(arg("seed").integer);
+    repeat_ = uint64_t(arg("repeat").integer);
     cfg_.ipv6 = arg("ipv6").real;
     cfg_.udp = arg("udp").real;
     cfg_.flow_size_max = uint32_t(arg("flow_size_max").integer);
@@ -198,19 +207,24 @@ class TrafficGenRuntime final : public SourceElement {
 
   std::optional<std::pair<double, double>> input_progress() const override {
     if (!lane_) return std::nullopt;
-    return std::pair{double(counters.in.get()), double(lane_->size())};
+    return std::pair{double(counters.in.get()), double(repeat_ * lane_->size())};
   }
 
   PollStatus poll(PacketBatch &batch) override {
+    if (next_ >= lane_->size() && pass_ + 1 < repeat_) {  // the next pass, `duration` later
+      ++pass_;
+      next_ = 0;
+      shift_ns_ += cfg_.duration_ns;
+    }
     if (next_ >= lane_->size() || ctx_.stop_sources.load(std::memory_order_relaxed)) return PollStatus::End;
     size_t n = std::min<size_t>(burst_, lane_->size() - next_);
     if (paced()) {  // no more than the rate allows since the start
       if (start_ns_ == 0) start_ns_ = wall_ns();
       double elapsed = double(wall_ns() - start_ns_) * 1e-9;
       if (rate_pps_ > 0) {
-        size_t allowed = size_t(rate_pps_ * elapsed);
-        if (allowed <= next_) return PollStatus::Idle;
-        n = std::min(n, allowed - next_);
+        const size_t allowed = size_t(rate_pps_ * elapsed), sent = pass_ * lane_->size() + next_;
+        if (allowed <= sent) return PollStatus::Idle;
+        n = std::min(n, allowed - sent);
       } else {
         double budget = rate_bps_ / 8 * elapsed;
         size_t k = 0;
@@ -249,7 +263,7 @@ class TrafficGenRuntime final : public SourceElement {
       const uint8_t *d = rte_pktmbuf_mtod(m, const uint8_t *);
       PacketAnno &a = anno(m);
       parse_packet(d, len, LinkType::Ethernet, a.meta, len);
-      a.time_ns = p.ts_ns;
+      a.time_ns = p.ts_ns + shift_ns_;
       a.hash = p.rss_hash;
       a.wire_len = len;
       a.if_index = if_index_;
@@ -274,8 +288,9 @@ class TrafficGenRuntime final : public SourceElement {
 
   void report(std::vector<std::string> &lines) const override {
     if (lane_index_ == 0) lines.push_back("generated: " + describe(cfg_));
-    lines.push_back("replayed " + std::to_string(next_) + " of " + std::to_string(lane_->size()) +
-                    " packets of this lane" + (copied_ ? ", " + std::to_string(copied_) + " of them copied (a million out at once)" : "") +
+    lines.push_back("replayed " + std::to_string(pass_ * lane_->size() + next_) + " of " +
+                    std::to_string(repeat_ * lane_->size()) + " packets of this lane" +
+                    (repeat_ > 1 ? " (" + std::to_string(pass_ + 1) + " of " + std::to_string(repeat_) + " passes)" : "") + (copied_ ? ", " + std::to_string(copied_) + " of them copied (a million out at once)" : "") +
                     (no_buffer_.get() ? ", waited for buffers " + std::to_string(no_buffer_.get()) + " times" : ""));
   }
 
@@ -305,7 +320,9 @@ class TrafficGenRuntime final : public SourceElement {
   rte_mempool *copy_pool_ = nullptr;  // with room, for the few frames copied
   InPlaceRecords in_place_;
   uint64_t copied_ = 0;
-  size_t next_ = 0;
+  size_t next_ = 0;    // the next packet of the pass
+  uint64_t repeat_ = 1, pass_ = 0;  // passes over the lane's packets, and the one under way
+  uint64_t shift_ns_ = 0;           // added to the pass's times: pass_ * duration
   uint64_t sent_bytes_ = 0, start_ns_ = 0;
   Counter no_buffer_;
 };

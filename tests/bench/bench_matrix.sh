@@ -36,6 +36,12 @@
 # so each packet meets any of them: the flow table's lines come from memory.
 # About 16M packets either way (at least 2 s of trace; at 10M flows, flows
 # of ~6 packets instead of ~15, else the trace would not fit in memory).
+# REPEAT (default 1): TrafficGen replays the trace that many times, each
+# pass later in trace time (`repeat`): a run REPEAT times as long with the
+# memory of one pass, so that what a probe pays once (its flow table's
+# memory brought in, the populator's cpu: on a VM memory the host took back
+# costs 1.5-3 ms a MiB the first time) is spread over REPEAT times the
+# packets: a steady state.
 #
 # Reported, medians of REPS:
 #   Mpps        packets received by all lanes / the run's elapsed_s
@@ -56,7 +62,7 @@
 # The trace is generated into memory before the run (not counted); a point
 # that would not fit in free memory is skipped with a message.
 #
-# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, SHAPES, TRAFFIC, REPS.
+# SLUICE (default build/engine/sluice), BASE, FLOWS, SIZES, LANES, SHAPES, TRAFFIC, REPEAT, REPS.
 # These machines are shared and noisy: compare figures of one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -67,6 +73,7 @@ read -r -a SIZE_POINTS <<< "${SIZES:-64B imix}"
 read -r -a LANE_POINTS <<< "${LANES:-1 2}"
 read -r -a SHAPE_POINTS <<< "${SHAPES:-ring rtc}"
 read -r -a TRAFFIC_POINTS <<< "${TRAFFIC:-short}"
+REPEAT=${REPEAT:-1}
 BASE=${BASE:-}
 MODES=(jit interp)
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 2; }
@@ -114,6 +121,7 @@ pipe() {
     dur=$((16000000 * 12 / (c * ppf * 10)))
   fi
   [ "$dur" -ge 2 ] || dur=2
+  [ "$REPEAT" = 1 ] || shape="$shape, repeat $REPEAT"
   cap=$((c * 2 / $3))
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
   cat > "$6" <<PIPE
@@ -168,7 +176,7 @@ PY
 }
 
 MODEL=$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}')
-echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE${BASE:+ (base: $BASE)}; median of $REPS"
+echo "machine: ${MODEL:-?}, nproc $(nproc), $(avail_mb) MiB available; $SLUICE${BASE:+ (base: $BASE)}; median of $REPS; each trace replayed $REPEAT time(s)"
 [ "$LLC" = 1 ] || echo "LLC misses: perf stat cannot count them on this machine (LLC-load-misses <not supported>)"
 for f in "${FLOW_POINTS[@]}"; do
   for z in "${SIZE_POINTS[@]}"; do

@@ -130,6 +130,30 @@ TEST_CASE("run: TrafficGen -> PcapSink writes exactly the generated traffic", "[
   }
 }
 
+TEST_CASE("run: TrafficGen with repeat replays its traffic that many times, each pass a duration later", "[run]") {
+  std::string dir = scratch("repeat");
+  std::string out = dir + "/trace.pcap";
+  std::string gen = kTraceGen;
+  gen.insert(gen.size() - 1, ", repeat 3");
+  std::string cfg = write_file(dir + "/make.pipe", gen + " -> PcapSink(\"" + out + "\");\n");
+  Run r = run_sluice("run " + cfg);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  GeneratedTraffic truth = generate_traffic(trace_config());
+  const GeneratedLane &lane = truth.lanes[0];
+  CHECK(r.out.find("replayed " + std::to_string(3 * lane.size()) + " of " + std::to_string(3 * lane.size()) +
+                   " packets of this lane (3 of 3 passes)") != std::string::npos);
+  std::vector<Packet> pkts = read_pcap(out);
+  REQUIRE(pkts.size() == 3 * lane.size());
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    INFO("packet " << i);
+    const size_t k = i % lane.size(), pass = i / lane.size();
+    REQUIRE(pkts[i].ns == lane.packets[k].ts_ns + pass * trace_config().duration_ns);
+    REQUIRE(pkts[i].data == std::vector<uint8_t>(lane.frame(k), lane.frame(k) + lane.packets[k].length));
+    if (i) REQUIRE(pkts[i].ns >= pkts[i - 1].ns);
+  }
+}
+
 TEST_CASE("run: a trace read by the pcap device and written back is byte-identical", "[run]") {
   std::string dir = scratch("roundtrip");
   std::string trace = make_trace(dir);

@@ -6,6 +6,10 @@
 
 namespace sluice {
 
+std::string segment_cpus_text(const SegmentPlacement &sp) {
+  return sp.floats_over.empty() ? "cpu " + std::to_string(sp.cpu) : "cpus " + format_cpu_list(sp.floats_over);
+}
+
 std::vector<int> Placement::segments_on(int cpu) const {
   std::vector<int> out;
   for (const SegmentPlacement &s : segments)
@@ -175,6 +179,37 @@ class CpuAssigner {
     return true;
   }
 
+  // No cpu left for the shared elements (oversubscribe): they run on every
+  // usable cpu of the node, not pinned, in the time the segments there
+  // leave. Pinned beside one lane, they held that lane back while the other
+  // lanes' cpus had time to spare (two lanes on two cpus in memory: 5% more
+  // packets a second unpinned; docs/performance.md).
+  bool float_shared(int segment, int node) {
+    const std::vector<int> &cpus = candidates(node);
+    if (cpus.empty()) return false;
+    int least = cpus.front();
+    for (int c : cpus)
+      if (load_[c] < load_[least] || (load_[c] == load_[least] && least == 0 && c != 0)) least = c;
+    std::vector<int> beside;
+    for (const SegmentPlacement &s : sites_)
+      if (s.segment >= 0 && std::find(cpus.begin(), cpus.end(), s.cpu) != cpus.end()) {
+        beside.push_back(s.segment);
+        if (!squeezed_.count(s.segment)) later_[s.segment].push_back(segment);
+      }
+    std::sort(beside.begin(), beside.end());
+    squeezed_.insert(segment);
+    for (int c : cpus) load_[c]++;
+    std::vector<int> over(cpus.begin(), cpus.end());
+    std::sort(over.begin(), over.end());
+    sites_[size_t(segment)] = SegmentPlacement{
+        segment, -1, node, least, false,
+        "no free cpu left on node " + std::to_string(node) + ": runs on cpus " + format_cpu_list(over) +
+            (beside.empty() ? "" : " beside segment" + std::string(beside.size() == 1 ? " " : "s ") + join_ints(beside)) +
+            ", not pinned, in the time they leave (oversubscribe: true)",
+        over};
+    return true;
+  }
+
   void place_acquisition(const LaneDemand &l) {
     int seg = l.segments.front();
     std::string where = " on node " + std::to_string(l.node) + " (the lane's node)";
@@ -266,7 +301,7 @@ class CpuAssigner {
         housekeeping_ = c;
         break;
       }
-      if (housekeeping_ < 0 && host_.oversubscribe && share(first, -1, shared.preferred_node, {}))
+      if (housekeeping_ < 0 && host_.oversubscribe && float_shared(first, shared.preferred_node))
         housekeeping_ = sites_[size_t(first)].cpu;
       if (housekeeping_ < 0) {
         housekeeping_missing_ = 1;
@@ -275,11 +310,16 @@ class CpuAssigner {
     }
     for (size_t k = 1; k < shared.segments.size(); ++k) {
       int seg = shared.segments[k];
-      load_[housekeeping_]++;
-      sites_[size_t(seg)] = SegmentPlacement{seg, -1, sites_[size_t(first)].node, housekeeping_, false,
-                                             "packed with segment " + std::to_string(first) +
-                                                 " on the housekeeping cpu " + std::to_string(housekeeping_) +
-                                                 ": shared elements are light, they need no cpu of their own"};
+      const SegmentPlacement &with = sites_[size_t(first)];
+      if (with.floats_over.empty()) load_[housekeeping_]++;
+      for (int c : with.floats_over) load_[c]++;
+      sites_[size_t(seg)] = SegmentPlacement{
+          seg, -1, with.node, housekeeping_, false,
+          "packed with segment " + std::to_string(first) +
+              (with.floats_over.empty() ? " on the housekeeping cpu " + std::to_string(housekeeping_)
+                                        : " on cpus " + format_cpu_list(with.floats_over)) +
+              ": shared elements are light, they need no cpu of their own",
+          with.floats_over};
     }
   }
 

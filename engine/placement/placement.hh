@@ -34,7 +34,14 @@ struct SegmentPlacement {
   int cpu = -1;
   bool shares_cpu = false;  // another segment runs on the same cpu
   std::string reason;
+  // Empty: the thread is pinned to `cpu`. Else it is not pinned: it runs
+  // on any of these cpus, in the time their other segments leave (shared
+  // segments without a cpu of its own; `cpu` is then the least loaded).
+  std::vector<int> floats_over;
 };
+
+// "cpu 3", or for a segment not pinned "cpus 0-1".
+std::string segment_cpus_text(const SegmentPlacement &sp);
 
 struct Placement {
   std::string host;           // the profile's name

@@ -91,10 +91,15 @@ void print_placement_text(std::ostream &os, const LaneGraph &lg, const Placement
   for (int node = 0; node < p.topology.node_count; ++node) {
     os << "  node " << node << " (cpus " << format_cpu_list(p.topology.node_cpus(node)) << ")\n";
     for (int c : p.topology.node_cpus(node)) {
-      std::vector<int> segs = p.segments_on(c);
-      if (segs.empty()) continue;
+      std::vector<std::string> here;  // pinned there, then those free to run there too
+      for (int s : p.segments_on(c))
+        if (p.segments[size_t(s)].floats_over.empty()) here.push_back(segment_short(lg, s));
+      for (const SegmentPlacement &sp : p.segments)
+        if (std::find(sp.floats_over.begin(), sp.floats_over.end(), c) != sp.floats_over.end())
+          here.push_back(segment_short(lg, sp.segment).insert(segment_short(lg, sp.segment).size() - 1, ", not pinned"));
+      if (here.empty()) continue;
       os << "    cpu " << c << ":";
-      for (size_t k = 0; k < segs.size(); ++k) os << (k ? ", " : " ") << segment_short(lg, segs[k]);
+      for (size_t k = 0; k < here.size(); ++k) os << (k ? ", " : " ") << here[k];
       os << "\n";
     }
     if (std::vector<int> idle = free_cpus(p, node); !idle.empty())
@@ -150,7 +155,7 @@ void print_plan_text(std::ostream &os, const std::string &config_name, const Lan
     }
     if (placement) {
       const SegmentPlacement &sp = placement->segments[size_t(s.id)];
-      os << "\n      cpu " << sp.cpu << " (node " << sp.node << "): " << sp.reason;
+      os << "\n      " << segment_cpus_text(sp) << " (node " << sp.node << "): " << sp.reason;
     }
     if (!s.feeds.empty()) {
       os << "\n      feeds";
@@ -291,7 +296,10 @@ void print_plan_json(std::ostream &os, const std::string &config_name, const Lan
        << ", \"lane\": " << (s.lane < 0 ? std::string("null") : std::to_string(s.lane)) << ", \"role\": \""
        << segment_role_name(s.role) << "\", \"elements\": [";
     for (size_t k = 0; k < s.nodes.size(); ++k) os << (k ? ", " : "") << json_string(lg.nodes[size_t(s.nodes[k])].name);
-    os << "], \"node\": " << sp.node << ", \"cpu\": " << sp.cpu << ", \"shares_cpu\": " << (sp.shares_cpu ? "true" : "false")
+    os << "], \"node\": " << sp.node << ", \"cpu\": " << sp.cpu
+       << ", \"cpus\": " << json_ints(sp.floats_over.empty() ? std::vector<int>{sp.cpu} : sp.floats_over)
+       << ", \"pinned\": " << (sp.floats_over.empty() ? "true" : "false")
+       << ", \"shares_cpu\": " << (sp.shares_cpu ? "true" : "false")
        << ", \"feeds\": " << json_ints(s.feeds) << ", \"reason\": " << json_string(sp.reason) << "}";
   }
   os << "\n  ],\n  \"housekeeping_cpu\": " << p.housekeeping_cpu << ",\n  \"acquisition\": ";

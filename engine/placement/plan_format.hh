@@ -21,7 +21,8 @@ inline constexpr const char *kRingsFolded =
     "to absorb, and the plan had one cpu for all of its segments";
 
 // {"config", "host", "nodes": [...], "lanes": [{..., "rings_folded"}], "segments": [{"lane",
-// "segment", "role", "elements", "node", "cpu", "shares_cpu", "feeds",
+// "segment", "role", "elements", "node", "cpu", "cpus" (where its thread
+// runs: [cpu], or the cpus it floats over), "pinned", "shares_cpu", "feeds",
 // "reason"}], "housekeeping_cpu", "acquisition", "notes"}; a shared segment's
 // lane is null.
 void print_plan_json(std::ostream &os, const std::string &config_name, const LaneGraph &lg,

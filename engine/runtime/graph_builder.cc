@@ -37,7 +37,7 @@ SegmentSet make_segments(const LaneGraph &lg, const std::vector<RuntimeElement *
     set.segments.push_back(std::make_unique<SegmentRunner>(s));
     if (!plan) continue;
     const SegmentPlacement &sp = plan->segments[size_t(s.id)];
-    ThreadSite site{sp.cpu, sp.node, 0, 0};
+    ThreadSite site{sp.cpu, sp.node, 0, 0, sp.floats_over};
     if (s.role == Segment::Role::Acquisition && plan->acquisition.mode == AcquisitionPolicy::Mode::Periodic)
       site.deadline_runtime_ns = plan->acquisition.runtime_ns, site.deadline_period_ns = plan->acquisition.period_ns;
     set.segments.back()->set_site(site);

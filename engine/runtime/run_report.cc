@@ -113,8 +113,8 @@ std::string RunReport::where_it_ran(size_t segment) const {
   const SegmentPlacement &sp = rt_.context().options.placement->segments[size_t(seg.segment().id)];
   std::vector<int> seen = seg.cpus_seen();
   std::sort(seen.begin(), seen.end());
-  std::string out = "planned cpu " + std::to_string(sp.cpu) + ", ran on cpu" + (seen.size() == 1 ? " " : "s ") +
-                    format_cpu_list(seen);
+  std::string out = "planned " + segment_cpus_text(sp) + (sp.floats_over.empty() ? "" : " (not pinned)") +
+                    ", ran on cpu" + (seen.size() == 1 ? " " : "s ") + format_cpu_list(seen);
   out += dpdk_socket_for_node(sp.node) == sp.node
              ? "; memory on node " + std::to_string(sp.node)
              : "; memory anywhere (DPDK has none on node " + std::to_string(sp.node) + ")";

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "engine/placement/host_topology.hh"
 #include "engine/runtime/dpdk_env.hh"
 
 namespace sluice {
@@ -34,6 +35,13 @@ bool pin_to(int cpu) {
   return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
 }
 
+bool run_on(const std::vector<int> &cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
 int try_deadline(const ThreadSite &site) {
   DeadlineAttr attr;
   attr.runtime_ns = site.deadline_runtime_ns;
@@ -48,7 +56,9 @@ std::string cpu_text(int cpu) { return "cpu " + std::to_string(cpu); }
 ThreadSettlement settle_current_thread(const ThreadSite &site) {
   ThreadSettlement out;
   unpin_current_thread();  // EAL's pinning of the main thread is inherited otherwise
-  if (site.cpu >= 0) {
+  if (!site.floats_over.empty()) {
+    if (!run_on(site.floats_over)) out.note = "cannot run on " + format_cpu_list(site.floats_over) + " (" + std::strerror(errno) + ")";
+  } else if (site.cpu >= 0) {
     out.pinned = pin_to(site.cpu);
     if (!out.pinned) out.note = "cannot pin to " + cpu_text(site.cpu) + " (" + std::strerror(errno) + ")";
   }

@@ -1,10 +1,12 @@
-// Putting the calling thread where the plan says: pinned to its cpu, its
+// Putting the calling thread where the plan says: pinned to its cpu (or,
+// for a segment the plan lets float, free to run on any of its cpus), its
 // memory preferred on its node, and for acquisition, when the profile asks,
 // scheduled periodically with SCHED_DEADLINE. What the system refuses is
 // reported, never fatal: the thread then runs as close to the plan as it can.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -13,6 +15,7 @@ struct ThreadSite {
   int node = -1;  // -1: memory wherever the kernel likes
   uint64_t deadline_runtime_ns = 0;  // with a period: SCHED_DEADLINE wanted
   uint64_t deadline_period_ns = 0;
+  std::vector<int> floats_over;  // not empty: not pinned to `cpu`, runs on any of these
 };
 
 struct ThreadSettlement {

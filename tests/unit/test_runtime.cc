@@ -1082,6 +1082,43 @@ TEST_CASE("segment: its own time is what it ran or rested, not what it waited fo
   CHECK(runner.own_time_ns() >= uint64_t(own));  // ended: what it used to its end
 }
 
+// A shared segment the plan lets float (no cpu of its own on a small
+// machine) runs on any of its cpus; any other is pinned to its one cpu.
+TEST_CASE("thread placement: a floating site may run on each of its cpus, a pinned one on its cpu alone", "[runtime]") {
+  cpu_set_t mine;
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  if (cpus.size() < 2) {
+    WARN("this process may use one cpu only: nothing to float over");
+    return;
+  }
+  auto settle_on_thread = [](const ThreadSite &site, cpu_set_t &got) {
+    ThreadSettlement out;
+    std::thread t([&] {  // no Catch assertion off the test's thread
+      out = settle_current_thread(site);
+      CPU_ZERO(&got);
+      sched_getaffinity(0, sizeof got, &got);
+    });
+    t.join();
+    return out;
+  };
+  cpu_set_t got;
+  ThreadSite floating{cpus[1], -1, 0, 0, cpus};
+  ThreadSettlement f = settle_on_thread(floating, got);
+  CHECK_FALSE(f.pinned);
+  CHECK(f.note.empty());
+  CHECK(CPU_COUNT(&got) == 2);
+  CHECK(CPU_ISSET(cpus[0], &got));
+  CHECK(CPU_ISSET(cpus[1], &got));
+  ThreadSite pinned{cpus[1], -1, 0, 0};
+  ThreadSettlement p = settle_on_thread(pinned, got);
+  CHECK(p.pinned);
+  CHECK(CPU_COUNT(&got) == 1);
+  CHECK(CPU_ISSET(cpus[1], &got));
+}
+
 TEST_CASE("segment: the loop is swapped between batches, element state stays", "[runtime]") {
   auto c = test::compile_text(
       "TrafficGen(flows 100, duration 2s, rate 20Kpps) -> Timestamp(clock pcap) -> Ring(capacity 1K) -> "

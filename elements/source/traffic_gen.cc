@@ -66,8 +66,9 @@ const ElementSpec &traffic_gen_spec() {
                    .describe("Replays the generated traffic this many times, each pass `duration` later in "
                              "trace time than the one before, so that a long run needs no more memory than "
                              "one pass: for benchmarks of a probe's steady state. The same flows come back "
-                             "each pass (a TCP flow's SYN ends the one before), so past the first pass the "
-                             "records no longer match the generated flows one for one."))
+                             "each pass: one still in a flow table then (not timed out, or closed and "
+                             "reopened by its SYN) goes on or starts over as a live probe's would, so past "
+                             "the first pass the records no longer match the generated flows one for one."))
           .arg(ArgSpec::count("seed")
                    .def("1")
                    .range(0, 4294967295.0)

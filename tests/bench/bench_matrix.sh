@@ -24,6 +24,11 @@
 # TrafficGen unpaced is offline input: where the plan gives a lane's two
 # segments one cpu, the lane runs its Ring in its thread (docs/placement.md),
 # and `ring` is then `rtc` with a Ring element passing batches on.
+# Shape `notable` (not in the default SHAPES) is `rtc` without its flow
+# table, GCSlicer and exporter (Filter -> Discard): what the rest of a lane
+# costs. With SHAPES="rtc notable" a last table splits each lane's cpu into
+# the table's share and the rest's, and gives the bounds that follow from
+# it (below).
 #
 # TRAFFIC (default "short"): `short`, TrafficGen's flows as it makes them
 # by default: flows arrive at FLOWS/1.5 per second of trace time, each
@@ -124,13 +129,21 @@ pipe() {
   [ "$REPEAT" = 1 ] || shape="$shape, repeat $REPEAT"
   cap=$((c * 2 / $3))
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
-  cat > "$6" <<PIPE
+  if [ "$4" = notable ]; then
+    cap=0
+    cat > "$6" <<PIPE
+src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
+src -> Timestamp(clock pcap) -> Filter("ip or ip6") -> Discard;
+PIPE
+  else
+    cat > "$6" <<PIPE
 src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
 exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
     -> GCSlicer(table ft, period 1s, slices 1000) -> exp;
 PIPE
+  fi
   # trace: 16 B of index + the frame (64 B; IMIX about 360 B on average) per
   # packet; 128 B of ground truth per flow; 212 B per table slot (fields all, the default)
   local frame=64 flows=$((rate * dur)); [ "$2" = imix ] && frame=360
@@ -165,6 +178,8 @@ print("ns", cpu * 1e9 / rx)
 # with whether the host took the memory back since the last run
 lanes = sum(g["cpu_s"] for g in s["segments"] if g.get("lane", -1) >= 0)
 print("lane_ns", lanes * 1e9 / rx)
+# The shared segments' threads (the exporter)
+print("shared_ns", (sum(g["cpu_s"] for g in s["segments"]) - lanes) * 1e9 / rx)
 PY
   while read -r k v; do put "$point" "$mode" "$k" "$v"; done < "$TMP/m.txt"
   if [ "$LLC" = 1 ]; then
@@ -219,6 +234,46 @@ for f in "${FLOW_POINTS[@]}"; do
             "$(fmt "$(med "$point" "$m" ns)" 0)" "$(fmt "$(med "$point" "$m" lane_ns)" 0)" "$llc" "${jr:--}" "${sc:--}" "${vb:--}"
         done
       done
+      done
+    done
+  done
+done
+
+# Where a lane's time goes, for the points measured in both shapes rtc and
+# notable (the same graph without its flow table: TrafficGen -> Timestamp
+# -> Filter -> Discard): the table's share of the lane (FlowTable, GCSlicer
+# and the records handed to the exporter: lane ns of rtc minus notable's)
+# and what it leaves the other parts. Two bounds follow from it: the JIT's
+# gain over the interpreter were the fused loop to do everything but the
+# table in no time (the table's code is the same C++ in both and waits for
+# the same memory), and the Mpps per core were the lane to spend nothing but
+# the table's time and the exporter its own. And, on a one-lane row, the
+# most two lanes on two cpus can give over one lane: one lane has the
+# exporter on the other cpu beside it, two lanes share both cpus with it,
+# 2 x lane / (lane + exporter) however well they share.
+decomposition=0
+for f in "${FLOW_POINTS[@]}"; do
+  for z in "${SIZE_POINTS[@]}"; do
+    for t in "${TRAFFIC_POINTS[@]}"; do
+      for l in "${LANE_POINTS[@]}"; do
+        full="$f/$z/${l}L/rtc/$t" bare="$f/$z/${l}L/notable/$t"
+        grep -q "^$full " "$RES" && grep -q "^$bare " "$RES" || continue
+        if [ "$decomposition" = 0 ]; then
+          decomposition=1
+          echo
+          echo "== a lane with and without its flow table (rtc, notable), ns of cpu per packet, medians"
+          printf '  %-7s %-5s %-7s %-5s %15s %17s %15s %9s %17s %16s %12s\n' flows size traffic lanes "lane jit/int" \
+            "no table jit/int" "table jit/int" exporter "jit/interp bound" "Mpps/core bound" "2L/1L bound"
+        fi
+        lj=$(med "$full" jit lane_ns) li=$(med "$full" interp lane_ns)
+        bj=$(med "$bare" jit lane_ns) bi=$(med "$bare" interp lane_ns)
+        tj=$(awk -v a="$lj" -v b="$bj" 'BEGIN {print a - b}') ti=$(awk -v a="$li" -v b="$bi" 'BEGIN {print a - b}')
+        ex=$(med "$full" jit shared_ns)
+        sb=-; [ "$l" = 1 ] && sb=$(awk -v a="$lj" -v b="$ex" 'BEGIN {printf "%.2f", 2 * a / (a + b)}')
+        printf '  %-7s %-5s %-7s %-5s %15s %17s %15s %9s %17s %16s %12s\n' "$f" "$z" "$t" "$l" \
+          "$(fmt "$lj" 1)/$(fmt "$li" 1)" "$(fmt "$bj" 1)/$(fmt "$bi" 1) ($(ratio "$bi" "$bj"))" \
+          "$(fmt "$tj" 1)/$(fmt "$ti" 1)" "$(fmt "$ex" 1)" "$(ratio "$li" "$tj")" \
+          "$(awk -v a="$tj" -v b="$ex" 'BEGIN {if (a + b > 0) printf "%.1f", 1000 / (a + b); else print "-"}')" "$sb"
       done
     done
   done

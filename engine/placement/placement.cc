@@ -133,7 +133,7 @@ class CpuAssigner {
   void take(int segment, int lane, int node, int cpu, std::string reason) {
     state_[cpu] = State::Taken;
     load_[cpu]++;
-    sites_[size_t(segment)] = SegmentPlacement{segment, lane, node, cpu, false, reason + cpu0_note(cpu)};
+    sites_[size_t(segment)] = SegmentPlacement{segment, lane, node, cpu, false, reason + cpu0_note(cpu), {}};
   }
   // Takes a whole core: its siblings are kept for the lane (smt: share) or
   // left idle (smt: separate). Returns the siblings.
@@ -175,7 +175,8 @@ class CpuAssigner {
         segment, lane, node, best, false,
         "no free cpu left on node " + std::to_string(node) + ": shares cpu " + std::to_string(best) +
             (with.empty() ? "" : " with segment" + std::string(with.find(',') == std::string::npos ? " " : "s ") + with) +
-            " (oversubscribe: true)"};
+            " (oversubscribe: true)",
+        {}};
     return true;
   }
 
@@ -283,7 +284,8 @@ class CpuAssigner {
       load_[c]++;
       sites_[size_t(first)] = SegmentPlacement{first, -1, host_.topology.cpu(c)->node, c, false,
                                                std::string(what) + ": cpu " + std::to_string(c) +
-                                                   " as the profile sets it (cpus.housekeeping)"};
+                                                   " as the profile sets it (cpus.housekeeping)",
+                                               {}};
       housekeeping_ = c;
     } else {
       // the preferred node first, then the others

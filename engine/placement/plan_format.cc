@@ -46,10 +46,11 @@ std::string lane_specific_args(const LaneGraph &lg, const Node &n, const std::ma
   return diff.empty() ? std::string() : " (" + format_args(diff, false) + ")";
 }
 
-std::string segment_short(const LaneGraph &lg, int id) {
+std::string segment_short(const LaneGraph &lg, int id, const char *note = "") {
   const Segment &s = lg.segments[size_t(id)];
   return "segment " + std::to_string(id) + " (" +
-         (s.lane < 0 ? std::string("shared") : "lane " + std::to_string(s.lane) + " " + segment_role_name(s.role)) + ")";
+         (s.lane < 0 ? std::string("shared") : "lane " + std::to_string(s.lane) + " " + segment_role_name(s.role)) +
+         note + ")";
 }
 
 // Usable cpus of a node that no segment runs on.
@@ -96,7 +97,7 @@ void print_placement_text(std::ostream &os, const LaneGraph &lg, const Placement
         if (p.segments[size_t(s)].floats_over.empty()) here.push_back(segment_short(lg, s));
       for (const SegmentPlacement &sp : p.segments)
         if (std::find(sp.floats_over.begin(), sp.floats_over.end(), c) != sp.floats_over.end())
-          here.push_back(segment_short(lg, sp.segment).insert(segment_short(lg, sp.segment).size() - 1, ", not pinned"));
+          here.push_back(segment_short(lg, sp.segment, ", not pinned"));
       if (here.empty()) continue;
       os << "    cpu " << c << ":";
       for (size_t k = 0; k < here.size(); ++k) os << (k ? ", " : " ") << here[k];

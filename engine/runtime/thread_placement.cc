@@ -28,19 +28,14 @@ struct DeadlineAttr {
 };
 static_assert(sizeof(DeadlineAttr) == 48, "SCHED_ATTR_SIZE_VER0");
 
-bool pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
-}
-
 bool run_on(const std::vector<int> &cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus) CPU_SET(c, &set);
   return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
 }
+
+bool pin_to(int cpu) { return run_on({cpu}); }
 
 int try_deadline(const ThreadSite &site) {
   DeadlineAttr attr;

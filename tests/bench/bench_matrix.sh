@@ -129,15 +129,12 @@ pipe() {
   [ "$REPEAT" = 1 ] || shape="$shape, repeat $REPEAT"
   cap=$((c * 2 / $3))
   sizes="sizes [64B]"; [ "$2" = imix ] && sizes="sizes imix"
+  echo "src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);" > "$6"
   if [ "$4" = notable ]; then
     cap=0
-    cat > "$6" <<PIPE
-src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
-src -> Timestamp(clock pcap) -> Filter("ip or ip6") -> Discard;
-PIPE
+    echo 'src -> Timestamp(clock pcap) -> Filter("ip or ip6") -> Discard;' >> "$6"
   else
-    cat > "$6" <<PIPE
-src :: TrafficGen(flows $limit, new_flows_per_s $rate, $sizes, duration ${dur}s, seed 1, queues $3$shape);
+    cat >> "$6" <<PIPE
 exp :: shared IPFIXExporter(127.0.0.1:$PORT, rate 100Gbps);
 src -> Timestamp(clock pcap)$ring -> Filter("ip or ip6")
     -> ft :: FlowTable(capacity $cap, idle 1s, active 30min, direction bi)
@@ -243,11 +240,11 @@ done
 # notable (the same graph without its flow table: TrafficGen -> Timestamp
 # -> Filter -> Discard): the table's share of the lane (FlowTable, GCSlicer
 # and the records handed to the exporter: lane ns of rtc minus notable's)
-# and what it leaves the other parts. Two bounds follow from it: the JIT's
+# and what it leaves the other parts. Three bounds follow from it: the JIT's
 # gain over the interpreter were the fused loop to do everything but the
 # table in no time (the table's code is the same C++ in both and waits for
 # the same memory), and the Mpps per core were the lane to spend nothing but
-# the table's time and the exporter its own. And, on a one-lane row, the
+# the table's time and the exporter its own; and, on a one-lane row, the
 # most two lanes on two cpus can give over one lane: one lane has the
 # exporter on the other cpu beside it, two lanes share both cpus with it,
 # 2 x lane / (lane + exporter) however well they share.
